@@ -1,0 +1,879 @@
+#!POPCORN leaderboard nvfp4_dual_gemm
+#!POPCORN gpu B200
+"""NVFP4 dual GEMM with fused SiLU-multiply for B200 (sm_100a), CuTe DSL.
+
+    C = silu(A @ B1^T) * (A @ B2^T)      A: M x K, B1/B2: N x K in NVFP4 (e2m1 + one e4m3 scale per
+                                          16 K-elements), fp32 accumulation, fp16 C.
+
+Structure: NVIDIA's CuTe DSL persistent block-scaled GEMM (dense_blockscaled_gemm_persistent.py),
+extended to two B operands that share one A tile:
+  warp 5 (TMA)       A, B1, B2, SFA, SFB1, SFB2 -> shared-memory ring (A and SFA loaded once per k-tile)
+  warp 4 (MMA)       scales smem -> tensor memory (tcgen05.cp), two block-scaled tcgen05.mma per k-block
+                     into two accumulators that live side by side in tensor memory
+  warps 0-3 (epi.)   tensor memory -> registers, silu(acc1) * acc2, fp16, 16-byte stores to global
+Every departure from NVIDIA's structure is listed in MEMORY.md ("Departures").
+
+Host path: the kernel is compiled once per KernelConfig with dynamic M, N, K, L and called through
+TVM-FFI with the torch tensors themselves (FACTS.md section 5: ~5 us per call instead of ~45 us).
+Nothing but compiled kernels is kept between calls.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Tuple
+
+import torch
+
+from task import input_t, output_t
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.blackwell_helpers as sm100_utils
+import cutlass.utils.blockscaled_layout as blockscaled_utils
+from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.runtime import make_fake_compact_tensor
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+
+# B200 facts. Querying the device needs a GPU, and offline compiles have none.
+SM_COUNT = 148
+SMEM_CAPACITY = 232448  # bytes of shared memory per CTA on sm_100
+TMEM_COLUMNS = 512  # 128 lanes x 512 columns of 32 bits per SM
+SF_VEC_SIZE = 16  # one e4m3 scale per 16 K-elements (NVFP4)
+K_TILE = 256  # K per pipeline stage: 4 MMA k-blocks of 64 FP4 elements
+MMA_INST_K = 64
+SF_ATOM_MN = 32  # scale atoms are 32 rows x 4 row-groups x 4 k-groups (512 bytes)
+BARRIER_BYTES = 1024  # mbarriers + tmem pointer, padded to the 1024-byte buffer alignment
+
+AB_DTYPE = cutlass.Float4E2M1FN
+SF_DTYPE = cutlass.Float8E4M3FN
+C_DTYPE = cutlass.Float16
+ACC_DTYPE = cutlass.Float32
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """One point of the tuning space.
+
+    mma_tile_mn: (M, N) of one MMA. M 128 runs on one SM; M 256 is a 2-CTA pair (tcgen05 cta_group::2),
+                 each CTA holding 128 rows of A and half of the B rows.
+    cluster_mn:  CTAs per cluster along M and N; TMA multicasts B across the M direction and A across N.
+    epi_tile_n:  accumulator columns the epilogue moves per step (registers: 2 x epi_tile_n per thread).
+    raster_along_m: persistent scheduler order.
+    """
+
+    mma_tile_mn: Tuple[int, int] = (128, 128)
+    cluster_mn: Tuple[int, int] = (1, 1)
+    epi_tile_n: int = 32
+    raster_along_m: bool = True
+
+    @property
+    def use_2cta(self) -> bool:
+        return self.mma_tile_mn[0] == 256
+
+    @property
+    def cta_tile_mn(self) -> Tuple[int, int]:
+        return (self.mma_tile_mn[0] // (2 if self.use_2cta else 1), self.mma_tile_mn[1])
+
+    @property
+    def name(self) -> str:
+        return (
+            f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
+            f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}"
+        )
+
+
+# >>> config table (tools/tune.py --write rewrites this block)
+CONFIG_TABLE = {
+    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(128, 64), cluster_mn=(1, 1)),
+    (512, 4096, 7168, 1): KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1)),
+    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(128, 64), cluster_mn=(1, 1)),
+    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1)),
+}
+# <<< config table
+
+TUNE_SPACE = tuple(
+    KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, epi_tile_n=epi)
+    for tile, cluster in (
+        ((128, 64), (1, 1)),
+        ((128, 128), (1, 1)),
+        ((128, 64), (2, 1)),
+        ((128, 128), (2, 1)),
+        ((256, 64), (2, 1)),
+        ((256, 128), (2, 1)),
+    )
+    for epi in (16, 32)
+)
+
+
+def default_config(m: int, n: int, k: int, l: int) -> KernelConfig:
+    """Largest tile that still gives every SM work, else the one with the fewest idle SMs.
+
+    The model behind it (MEMORY.md, "Config choice"): at these sizes a CTA's time is its share of the
+    FP4 math plus its L2->SM bytes, so a wave of 128x64 tiles costs about half a wave of 128x128 tiles.
+    Prefer 128x128 (better operand reuse) when it already fills the machine; fall back to 128x64 when
+    128x128 would leave more SMs idle.
+    """
+    for tile in ((128, 128), (128, 64)):
+        cfg = KernelConfig(mma_tile_mn=tile)
+        if DualGemmKernel.can_implement(cfg, m, n, k, l)[0]:
+            tiles = (m // tile[0]) * (n // tile[1]) * l
+            if tiles >= SM_COUNT or tile[1] == 64:
+                return cfg
+            if (m // 128) * (n // 64) * l > 2 * SM_COUNT:
+                return cfg  # 128x64 would need over two waves: keep the bigger tile
+            return KernelConfig(mma_tile_mn=(128, 64)) if n % 64 == 0 else cfg
+    return KernelConfig(mma_tile_mn=(128, 64))
+
+
+def config_for(m: int, n: int, k: int, l: int) -> KernelConfig:
+    return CONFIG_TABLE.get((m, n, k, l)) or default_config(m, n, k, l)
+
+
+def candidate_configs(m: int, n: int, k: int, l: int) -> list:
+    return [cfg for cfg in TUNE_SPACE if DualGemmKernel.can_implement(cfg, m, n, k, l)[0]]
+
+
+class DualGemmKernel:
+    """Persistent, warp-specialized NVFP4 dual GEMM: C = silu(A B1^T) * (A B2^T)."""
+
+    EPILOGUE_WARPS = (0, 1, 2, 3)
+    MMA_WARP = 4
+    TMA_WARP = 5
+    THREADS_PER_CTA = 32 * 6
+
+    def __init__(self, config: KernelConfig):
+        ok, why = DualGemmKernel.can_implement_config(config)
+        if not ok:
+            raise ValueError(f"unsupported config {config}: {why}")
+        self.config = config
+        self.use_2cta = config.use_2cta
+        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
+        self.cluster_shape_mn = config.cluster_mn
+        self.mma_tiler_mn = config.mma_tile_mn
+        self.cta_tile_mn = config.cta_tile_mn
+        self.epi_tile_n = config.epi_tile_n
+        plan = self.plan()
+        self.num_ab_stage = plan["ab_stages"]
+        self.num_acc_stage = plan["acc_stages"]
+        self.num_acc_tmem_cols = plan["acc_tmem_cols"]
+        self.num_sfa_tmem_cols = plan["sfa_tmem_cols"]
+        self.num_sfb_tmem_cols = plan["sfb_tmem_cols"]
+        self.stage_bytes = plan["stage_bytes"]
+        # Named barrier 1: the four epilogue warps; 2: epilogue + MMA warps around the TMEM allocation.
+        self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
+        self.tmem_alloc_barrier = pipeline.NamedBarrier(
+            barrier_id=2, num_threads=32 * (len(self.EPILOGUE_WARPS) + 1)
+        )
+
+    # ------------------------------------------------------------------ sizes (no GPU, no tracing)
+    @staticmethod
+    def can_implement_config(config: KernelConfig) -> Tuple[bool, str]:
+        tile_m, tile_n = config.mma_tile_mn
+        cm, cn = config.cluster_mn
+        if tile_m not in (128, 256):
+            return False, "MMA tile M must be 128 (1 CTA) or 256 (2-CTA pair)"
+        if tile_n not in (64, 128):
+            return False, "MMA tile N must be 64 or 128 (two accumulators must fit in 512 TMEM columns)"
+        if cm not in (1, 2, 4) or cn not in (1, 2, 4) or cm * cn > 4:
+            return False, "cluster M and N must be powers of two with at most 4 CTAs per cluster"
+        if config.use_2cta and cm % 2:
+            return False, "a 2-CTA MMA tile needs cluster M to be a multiple of 2"
+        if config.epi_tile_n not in (16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
+            return False, "epilogue tile N must be 16 or 32 and divide the CTA tile N"
+        return True, ""
+
+    @staticmethod
+    def can_implement(config: KernelConfig, m: int, n: int, k: int, l: int) -> Tuple[bool, str]:
+        ok, why = DualGemmKernel.can_implement_config(config)
+        if not ok:
+            return ok, why
+        tile_m = config.mma_tile_mn[0] * config.cluster_mn[0] // (2 if config.use_2cta else 1)
+        tile_n = config.mma_tile_mn[1] * config.cluster_mn[1]
+        if m <= 0 or m % tile_m:
+            return False, f"M={m} must be a positive multiple of the cluster tile M {tile_m}"
+        if n <= 0 or n % tile_n:
+            return False, f"N={n} must be a positive multiple of the cluster tile N {tile_n}"
+        if k <= 0 or k % K_TILE:
+            return False, f"K={k} must be a positive multiple of {K_TILE}"
+        if l < 1:
+            return False, f"L={l} must be at least 1"
+        return True, ""
+
+    def plan(self) -> dict:
+        """Shared- and tensor-memory budget, derived from the tile shape and the SM100 capacities."""
+        cta_m, cta_n = self.config.cta_tile_mn
+        # 2-CTA MMA: each CTA of the pair loads half of the B rows; the MMA reads both halves.
+        b_rows = self.config.mma_tile_mn[1] // (2 if self.config.use_2cta else 1)
+        sfb_rows = -(-self.config.mma_tile_mn[1] // 128) * 128  # SFB moves in whole 128-row atoms
+        a_bytes = cta_m * K_TILE // 2
+        b_bytes = b_rows * K_TILE // 2
+        sfa_bytes = cta_m * K_TILE // SF_VEC_SIZE
+        sfb_bytes = sfb_rows * K_TILE // SF_VEC_SIZE
+        stage_bytes = a_bytes + 2 * b_bytes + sfa_bytes + 2 * sfb_bytes
+        ab_stages = (SMEM_CAPACITY - BARRIER_BYTES) // stage_bytes
+        # Tensor memory: per accumulator stage two fp32 accumulators of cta_n columns; scale factors
+        # after them (4 columns per 32-row scale atom and per k-group of one 256-wide k-tile).
+        sfa_cols = (cta_m // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
+        sfb_cols = (sfb_rows // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
+        acc_stages = min(2, (TMEM_COLUMNS - sfa_cols - 2 * sfb_cols) // (2 * cta_n))
+        return {
+            "ab_stages": ab_stages,
+            "acc_stages": acc_stages,
+            "stage_bytes": stage_bytes,
+            "smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes,
+            "acc_tmem_cols": 2 * cta_n * acc_stages,
+            "sfa_tmem_cols": sfa_cols,
+            "sfb_tmem_cols": sfb_cols,
+            "tmem_cols": 2 * cta_n * acc_stages + sfa_cols + 2 * sfb_cols,
+            "threads_per_cta": self.THREADS_PER_CTA,
+            "epi_tile_n": self.config.epi_tile_n,
+        }
+
+    # ------------------------------------------------------------------ host side
+    def _make_tiled_mmas(self):
+        inst_mn = self.mma_tiler_mn
+        tiled_mma = cute.make_tiled_mma(
+            tcgen05.MmaMXF4NVF4Op(SF_DTYPE, (*inst_mn, MMA_INST_K), self.cta_group, tcgen05.OperandSource.SMEM)
+        )
+        # SFB is moved in whole 128-row atoms by a 1-CTA tiled MMA of N rounded up to 128 (NVIDIA's scheme).
+        sfb_inst_mn = (inst_mn[0] // (2 if self.use_2cta else 1), cute.round_up(inst_mn[1], 128))
+        tiled_mma_sfb = cute.make_tiled_mma(
+            tcgen05.MmaMXF4NVF4Op(SF_DTYPE, (*sfb_inst_mn, MMA_INST_K), tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM)
+        )
+        return tiled_mma, tiled_mma_sfb
+
+    @cute.jit
+    def __call__(
+        self,
+        a_bytes: cute.Tensor,
+        b1_bytes: cute.Tensor,
+        b2_bytes: cute.Tensor,
+        sfa_atoms: cute.Tensor,
+        sfb1_atoms: cute.Tensor,
+        sfb2_atoms: cute.Tensor,
+        c: cute.Tensor,
+    ):
+        """Builds the operand views, TMA descriptors and smem layouts, then launches the kernel.
+
+        a/b1/b2 arrive as (rows, K/2, L) bytes (two FP4 per byte); the scales as the permuted 6-D atom view.
+        Only their base addresses and sizes are used: the canonical layouts are rebuilt here so that the
+        compiler sees K-major operands with known divisibility.
+        """
+        m, n, l = c.shape
+        k = a_bytes.shape[1] * 2
+        a = self._fp4_operand(a_bytes, m, k, l)
+        b1 = self._fp4_operand(b1_bytes, n, k, l)
+        b2 = self._fp4_operand(b2_bytes, n, k, l)
+        sfa = cute.make_tensor(
+            cute.recast_ptr(sfa_atoms.iterator, dtype=SF_DTYPE),
+            blockscaled_utils.tile_atom_to_shape_SF(a.shape, SF_VEC_SIZE),
+        )
+        sfb_layout = blockscaled_utils.tile_atom_to_shape_SF(b1.shape, SF_VEC_SIZE)
+        sfb1 = cute.make_tensor(cute.recast_ptr(sfb1_atoms.iterator, dtype=SF_DTYPE), sfb_layout)
+        sfb2 = cute.make_tensor(cute.recast_ptr(sfb2_atoms.iterator, dtype=SF_DTYPE), sfb_layout)
+
+        tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
+        self._setup_tiles(tiled_mma, tiled_mma_sfb)
+
+        a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, None, 0))
+        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, None, 0))
+        sfa_smem_layout = cute.slice_(self.sfa_smem_layout_staged, (None, None, None, 0))
+        sfb_smem_layout = cute.slice_(self.sfb_smem_layout_staged, (None, None, None, 0))
+        cluster_shape = self.cluster_layout_vmnk.shape
+        tma_a = cute.nvgpu.make_tiled_tma_atom_A(
+            sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id),
+            a, a_smem_layout, self.mma_tiler, tiled_mma, cluster_shape,
+        )
+        tma_sfa = cute.nvgpu.make_tiled_tma_atom_A(
+            sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id),
+            sfa, sfa_smem_layout, self.mma_tiler, tiled_mma, cluster_shape, internal_type=cutlass.Int16,
+        )
+        tma_b1, tma_b2 = (
+            cute.nvgpu.make_tiled_tma_atom_B(
+                sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, tiled_mma.thr_id),
+                b, b_smem_layout, self.mma_tiler, tiled_mma, cluster_shape,
+            )
+            for b in (b1, b2)
+        )
+        tma_sfb1, tma_sfb2 = (
+            cute.nvgpu.make_tiled_tma_atom_B(
+                sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, tiled_mma.thr_id),
+                sfb, sfb_smem_layout, self.mma_tiler_sfb, tiled_mma_sfb,
+                self.cluster_layout_sfb_vmnk.shape, internal_type=cutlass.Int16,
+            )
+            for sfb in (sfb1, sfb2)
+        )
+
+        # The layouts NVIDIA's helpers built must agree with plan(), which the tools read without tracing.
+        atom_thr_size = cute.size(tiled_mma.thr_id.shape)
+        stage_bytes = (
+            cute.size_in_bytes(AB_DTYPE, a_smem_layout)
+            + 2 * cute.size_in_bytes(AB_DTYPE, b_smem_layout)
+            + cute.size_in_bytes(SF_DTYPE, sfa_smem_layout)
+            + 2 * cute.size_in_bytes(SF_DTYPE, sfb_smem_layout)
+        )
+        if cutlass.const_expr(stage_bytes != self.stage_bytes):
+            raise ValueError(f"smem stage is {stage_bytes} bytes, plan() says {self.stage_bytes}")
+        self.num_tma_load_bytes = stage_bytes * atom_thr_size
+
+        tile_sched_params, grid = self._compute_grid(c)
+        self.shared_storage = self._shared_storage_type()
+
+        self.kernel(
+            tiled_mma,
+            tiled_mma_sfb,
+            tma_a[0], tma_a[1],
+            tma_b1[0], tma_b1[1],
+            tma_b2[0], tma_b2[1],
+            tma_sfa[0], tma_sfa[1],
+            tma_sfb1[0], tma_sfb1[1],
+            tma_sfb2[0], tma_sfb2[1],
+            c,
+            self.cluster_layout_vmnk,
+            self.cluster_layout_sfb_vmnk,
+            self.a_smem_layout_staged,
+            self.b_smem_layout_staged,
+            self.sfa_smem_layout_staged,
+            self.sfb_smem_layout_staged,
+            tile_sched_params,
+        ).launch(
+            grid=grid,
+            block=[self.THREADS_PER_CTA, 1, 1],
+            cluster=(*self.cluster_shape_mn, 1),
+            min_blocks_per_mp=1,
+        )
+
+    @staticmethod
+    def _fp4_operand(packed: cute.Tensor, rows, k, l):
+        """(rows, K, L) K-major FP4 view of a (rows, K/2, L) byte tensor; K is a multiple of 256."""
+        k = cute.assume(k, divby=K_TILE)
+        return cute.make_tensor(
+            cute.recast_ptr(packed.iterator, dtype=AB_DTYPE),
+            cute.make_layout((rows, k, l), stride=(k, 1, rows * k)),
+        )
+
+    def _setup_tiles(self, tiled_mma, tiled_mma_sfb):
+        """MMA/CTA tilers, cluster layouts and staged shared-memory layouts (NVIDIA's _setup_attributes)."""
+        mma_k = cute.size(tiled_mma.shape_mnk, mode=[2]) * (K_TILE // MMA_INST_K)
+        self.mma_tiler = (*self.mma_tiler_mn, mma_k)
+        self.mma_tiler_sfb = (
+            self.mma_tiler_mn[0] // (2 if self.use_2cta else 1),
+            cute.round_up(self.mma_tiler_mn[1], 128),
+            mma_k,
+        )
+        self.cluster_layout_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma.thr_id.shape,)
+        )
+        self.cluster_layout_sfb_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma_sfb.thr_id.shape,)
+        )
+        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
+        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
+        self.is_a_mcast = self.num_mcast_ctas_a > 1
+        self.is_b_mcast = self.num_mcast_ctas_b > 1
+        self.epi_tile = (self.cta_tile_mn[0], self.epi_tile_n)
+
+        self.a_smem_layout_staged = sm100_utils.make_smem_layout_a(
+            tiled_mma, self.mma_tiler, AB_DTYPE, self.num_ab_stage
+        )
+        self.b_smem_layout_staged = sm100_utils.make_smem_layout_b(
+            tiled_mma, self.mma_tiler, AB_DTYPE, self.num_ab_stage
+        )
+        self.sfa_smem_layout_staged = blockscaled_utils.make_smem_layout_sfa(
+            tiled_mma, self.mma_tiler, SF_VEC_SIZE, self.num_ab_stage
+        )
+        self.sfb_smem_layout_staged = blockscaled_utils.make_smem_layout_sfb(
+            tiled_mma, self.mma_tiler, SF_VEC_SIZE, self.num_ab_stage
+        )
+
+    def _shared_storage_type(self):
+        align = 1024
+
+        def buffer(dtype, layout):
+            return cute.struct.Align[cute.struct.MemRange[dtype, cute.cosize(layout)], align]
+
+        @cute.struct
+        class SharedStorage:
+            ab_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
+            ab_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
+            acc_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
+            acc_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
+            tmem_dealloc_mbar: cutlass.Int64
+            tmem_holding_buf: cutlass.Int32
+            sA: buffer(AB_DTYPE, self.a_smem_layout_staged.outer)
+            sB1: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
+            sB2: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
+            sSFA: buffer(SF_DTYPE, self.sfa_smem_layout_staged)
+            sSFB1: buffer(SF_DTYPE, self.sfb_smem_layout_staged)
+            sSFB2: buffer(SF_DTYPE, self.sfb_smem_layout_staged)
+
+        return SharedStorage
+
+    def _compute_grid(self, c: cute.Tensor):
+        cta_tile = (self.cta_tile_mn[0], self.cta_tile_mn[1])
+        tiles = cute.zipped_divide(c, tiler=cta_tile)
+        num_ctas_mnl = tiles[(0, (None, None, None))].shape
+        params = utils.PersistentTileSchedulerParams(
+            num_ctas_mnl, (*self.cluster_shape_mn, 1), raster_along_m=self.config.raster_along_m
+        )
+        max_active_clusters = SM_COUNT // (self.cluster_shape_mn[0] * self.cluster_shape_mn[1])
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, max_active_clusters)
+        return params, grid
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tiled_mma_sfb: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA_mkl: cute.Tensor,
+        tma_atom_b1: cute.CopyAtom,
+        mB1_nkl: cute.Tensor,
+        tma_atom_b2: cute.CopyAtom,
+        mB2_nkl: cute.Tensor,
+        tma_atom_sfa: cute.CopyAtom,
+        mSFA_mkl: cute.Tensor,
+        tma_atom_sfb1: cute.CopyAtom,
+        mSFB1_nkl: cute.Tensor,
+        tma_atom_sfb2: cute.CopyAtom,
+        mSFB2_nkl: cute.Tensor,
+        mC_mnl: cute.Tensor,
+        cluster_layout_vmnk: cute.Layout,
+        cluster_layout_sfb_vmnk: cute.Layout,
+        a_smem_layout_staged: cute.ComposedLayout,
+        b_smem_layout_staged: cute.ComposedLayout,
+        sfa_smem_layout_staged: cute.Layout,
+        sfb_smem_layout_staged: cute.Layout,
+        tile_sched_params: utils.PersistentTileSchedulerParams,
+    ):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        tidx = cute.arch.thread_idx()[0]
+        tma_atoms = (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2)
+        if warp_idx == self.TMA_WARP:
+            for atom in tma_atoms:
+                cpasync.prefetch_descriptor(atom)
+
+        use_2cta = cute.size(tiled_mma.thr_id.shape) == 2
+        bidx = cute.arch.block_idx()[0]
+        is_leader_cta = bidx % cute.size(tiled_mma.thr_id.shape) == 0
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cta_coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank_in_cluster)
+        cta_coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
+
+        # ---- barriers: smem ring (TMA -> MMA), accumulators (MMA -> epilogue), tensor memory
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        num_tma_producer = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
+        ab_pipeline = pipeline.PipelineTmaUmma.create(
+            barrier_storage=storage.ab_full_mbar.data_ptr(),
+            num_stages=self.num_ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, num_tma_producer),
+            tx_count=self.num_tma_load_bytes,
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
+        # Every epilogue thread arrives on the accumulator-empty barrier (of both CTAs of a pair).
+        acc_pipeline = pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.acc_full_mbar.data_ptr(),
+            num_stages=self.num_acc_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)
+            ),
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
+        tmem = utils.TmemAllocator(
+            _smem_field_ptr(storage.tmem_holding_buf),
+            barrier_for_retrieve=self.tmem_alloc_barrier,
+            allocator_warp_id=self.EPILOGUE_WARPS[0],
+            is_two_cta=use_2cta,
+            two_cta_tmem_dealloc_mbar_ptr=_smem_field_ptr(storage.tmem_dealloc_mbar),
+        )
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+
+        # ---- shared-memory ring
+        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
+        sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
+        sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
+        sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
+
+        a_mcast_mask = None
+        b_mcast_mask = None
+        sfb_mcast_mask = None
+        if cutlass.const_expr(self.is_a_mcast or self.is_b_mcast or use_2cta):
+            a_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=2)
+            b_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=1)
+            sfb_mcast_mask = cpasync.create_tma_multicast_mask(
+                cluster_layout_sfb_vmnk, cta_coord_sfb_vmnk, mcast_mode=1
+            )
+
+        # ---- global tiles, partitioned for the MMA and for TMA
+        tiler_mk = cute.slice_(self.mma_tiler, (None, 0, None))
+        tiler_nk = cute.slice_(self.mma_tiler, (0, None, None))
+        tiler_sfb_nk = cute.slice_(self.mma_tiler_sfb, (0, None, None))
+        # (bM, bK, RestM, RestK, RestL) / (bN, bK, RestN, RestK, RestL)
+        gA_mkl = cute.local_tile(mA_mkl, tiler_mk, (None, None, None))
+        gB1_nkl = cute.local_tile(mB1_nkl, tiler_nk, (None, None, None))
+        gB2_nkl = cute.local_tile(mB2_nkl, tiler_nk, (None, None, None))
+        gSFA_mkl = cute.local_tile(mSFA_mkl, tiler_mk, (None, None, None))
+        gSFB1_nkl = cute.local_tile(mSFB1_nkl, tiler_sfb_nk, (None, None, None))
+        gSFB2_nkl = cute.local_tile(mSFB2_nkl, tiler_sfb_nk, (None, None, None))
+        gC_mnl = cute.local_tile(mC_mnl, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        k_tile_cnt = cute.size(gA_mkl, mode=[3])
+
+        thr_mma = tiled_mma.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
+        thr_mma_sfb = tiled_mma_sfb.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
+        tCgC = thr_mma.partition_C(gC_mnl)
+
+        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
+        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
+        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
+
+        def tma_partition(atom, cta_coord, cta_layout, s, g, is_scale):
+            ts, tg = cpasync.tma_partition(
+                atom, cta_coord, cta_layout, cute.group_modes(s, 0, 3), cute.group_modes(g, 0, 3)
+            )
+            if cutlass.const_expr(is_scale):
+                ts, tg = cute.filter_zeros(ts), cute.filter_zeros(tg)
+            return ts, tg
+
+        # Per operand: (atom, smem dst, gmem src ((atom_v, rest_v), RestMN, RestK, RestL), multicast mask,
+        # which tile coordinate selects its rows: 0 = M tile, 1 = N tile, 2 = N tile of the SFB atom grid)
+        tAsA, tAgA = tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, thr_mma.partition_A(gA_mkl), False)
+        tBsB1, tBgB1 = tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, thr_mma.partition_B(gB1_nkl), False)
+        tBsB2, tBgB2 = tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, thr_mma.partition_B(gB2_nkl), False)
+        tAsSFA, tAgSFA = tma_partition(
+            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout, sSFA, thr_mma.partition_A(gSFA_mkl), True
+        )
+        tBsSFB1, tBgSFB1 = tma_partition(
+            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB1, thr_mma_sfb.partition_B(gSFB1_nkl), True
+        )
+        tBsSFB2, tBgSFB2 = tma_partition(
+            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, thr_mma_sfb.partition_B(gSFB2_nkl), True
+        )
+        loads = (
+            (tma_atom_a, tAsA, tAgA, a_mcast_mask, 0),
+            (tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, 1),
+            (tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, 1),
+            (tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, 0),
+            (tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, 2),
+            (tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, 2),
+        )
+
+        # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1
+        tCrA = tiled_mma.make_fragment_A(sA)
+        tCrB1 = tiled_mma.make_fragment_B(sB1)
+        tCrB2 = tiled_mma.make_fragment_B(sB2)
+        acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
+        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
+
+        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+
+        # ============================================================ TMA warp
+        if warp_idx == self.TMA_WARP:
+            tile_sched = utils.StaticPersistentTileScheduler.create(
+                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+            )
+            work_tile = tile_sched.initial_work_tile_info()
+            ab_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
+            while work_tile.is_valid_tile:
+                tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
+                # A 64-wide N tile takes its scales from half of a 128-row SFB atom tile.
+                sfb_n = tile_n // 2 if cutlass.const_expr(self.cta_tile_mn[1] == 64) else tile_n
+                row_tiles = (tile_m, tile_n, sfb_n)
+                srcs = [load[2][(None, row_tiles[load[4]], None, tile_l)] for load in loads]
+
+                ab_producer_state.reset_count()
+                peek_empty = cutlass.Boolean(1)
+                if ab_producer_state.count < k_tile_cnt:
+                    peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)
+                for k_tile in cutlass.range(0, k_tile_cnt, 1, unroll=1):
+                    ab_pipeline.producer_acquire(ab_producer_state, peek_empty)
+                    barrier = ab_pipeline.producer_get_barrier(ab_producer_state)
+                    for load, src in zip(loads, srcs):
+                        cute.copy(
+                            load[0],
+                            src[(None, ab_producer_state.count)],
+                            load[1][(None, ab_producer_state.index)],
+                            tma_bar_ptr=barrier,
+                            mcast_mask=load[3],
+                        )
+                    ab_producer_state.advance()
+                    peek_empty = cutlass.Boolean(1)
+                    if ab_producer_state.count < k_tile_cnt:
+                        peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+            ab_pipeline.producer_tail(ab_producer_state)
+
+        # ============================================================ MMA warp
+        if warp_idx == self.MMA_WARP:
+            tmem.wait_for_alloc()
+            acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+            tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+
+            # Scale factors live after the accumulators: SFA, then SFB1, then SFB2.
+            sfa_col = self.num_acc_tmem_cols
+            sfb_cols = (sfa_col + self.num_sfa_tmem_cols, sfa_col + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
+            sfa_smem_stage0 = cute.slice_(sfa_smem_layout_staged, (None, None, None, 0))
+            sfb_smem_stage0 = cute.slice_(sfb_smem_layout_staged, (None, None, None, 0))
+            tCtSFA_layout = blockscaled_utils.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfa_smem_stage0)
+            tCtSFB_layout = blockscaled_utils.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfb_smem_stage0)
+            tCtSFA = cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + sfa_col, dtype=SF_DTYPE), tCtSFA_layout)
+            tCtSFB1, tCtSFB2 = (
+                cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col, dtype=SF_DTYPE), tCtSFB_layout)
+                for col in sfb_cols
+            )
+            s2t_sfa = self._s2t_copy_and_partition(sSFA, tCtSFA)
+            s2t_sfb1 = self._s2t_copy_and_partition(sSFB1, tCtSFB1)
+            s2t_sfb2 = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
+
+            tile_sched = utils.StaticPersistentTileScheduler.create(
+                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+            )
+            work_tile = tile_sched.initial_work_tile_info()
+            ab_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
+            acc_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_acc_stage)
+            while work_tile.is_valid_tile:
+                tile_n = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)[1]
+                tCtAcc1 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index)]
+                tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index + 1)]
+                # A 64-wide N tile reads its half of the 128-row SFB atom: shift by 2 columns on odd tiles.
+                tCtSFB1_mma, tCtSFB2_mma = tCtSFB1, tCtSFB2
+                if cutlass.const_expr(self.cta_tile_mn[1] == 64):
+                    shift = cutlass.Int32((tile_n % 2) * 2)
+                    tCtSFB1_mma, tCtSFB2_mma = (
+                        cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col + shift, dtype=SF_DTYPE), tCtSFB_layout)
+                        for col in sfb_cols
+                    )
+
+                ab_consumer_state.reset_count()
+                peek_full = cutlass.Boolean(1)
+                if ab_consumer_state.count < k_tile_cnt and is_leader_cta:
+                    peek_full = ab_pipeline.consumer_try_wait(ab_consumer_state)
+                if is_leader_cta:
+                    acc_pipeline.producer_acquire(acc_producer_state)
+                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+
+                for k_tile in range(k_tile_cnt):
+                    if is_leader_cta:
+                        ab_pipeline.consumer_wait(ab_consumer_state, peek_full)
+                        stage = (None, None, None, None, ab_consumer_state.index)
+                        for copy_s2t, src, dst in (s2t_sfa, s2t_sfb1, s2t_sfb2):
+                            cute.copy(copy_s2t, src[stage], dst)
+                        for kblock in cutlass.range(cute.size(tCrA, mode=[2]), unroll_full=True):
+                            kcoord = (None, None, kblock, ab_consumer_state.index)
+                            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+                            for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):
+                                tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
+                                cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
+                            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                        ab_pipeline.consumer_release(ab_consumer_state)
+                    ab_consumer_state.advance()
+                    peek_full = cutlass.Boolean(1)
+                    if ab_consumer_state.count < k_tile_cnt:
+                        if is_leader_cta:
+                            peek_full = ab_pipeline.consumer_try_wait(ab_consumer_state)
+
+                if is_leader_cta:
+                    acc_pipeline.producer_commit(acc_producer_state)
+                acc_producer_state.advance()
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+            acc_pipeline.producer_tail(acc_producer_state)
+
+        # ============================================================ epilogue warps
+        if warp_idx < self.MMA_WARP:
+            tmem.allocate(TMEM_COLUMNS)
+            tmem.wait_for_alloc()
+            acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+            tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+
+            copy_t2r, tTR_tAcc_base, tTR_gC_base, tTR_rAcc1 = self._epilogue_partition(tidx, tCtAcc_base, tCgC)
+            tTR_rAcc2 = cute.make_rmem_tensor(tTR_rAcc1.shape, ACC_DTYPE)
+            tTR_rC = cute.make_rmem_tensor(tTR_rAcc1.shape, C_DTYPE)
+            store_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128)
+
+            tile_sched = utils.StaticPersistentTileScheduler.create(
+                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+            )
+            work_tile = tile_sched.initial_work_tile_info()
+            acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
+            while work_tile.is_valid_tile:
+                tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
+                # (T2R, T2R_M, T2R_N, EPI_N)
+                tTR_gC = tTR_gC_base[(None, None, None, 0, None, tile_m, tile_n, tile_l)]
+                tTR_tAcc1 = tTR_tAcc_base[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
+                tTR_tAcc2 = tTR_tAcc_base[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
+                acc_pipeline.consumer_wait(acc_consumer_state)
+                for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
+                    cute.copy(copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
+                    cute.copy(copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
+                    tTR_rC.store(silu_mul(tTR_rAcc1.load(), tTR_rAcc2.load()).to(C_DTYPE))
+                    cute.copy(store_atom, tTR_rC, tTR_gC[(None, None, None, subtile)])
+                # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
+                cute.arch.fence_view_async_tmem_load()
+                acc_pipeline.consumer_release(acc_consumer_state)
+                acc_consumer_state.advance()
+                tile_sched.advance_to_next_work()
+                work_tile = tile_sched.get_current_work()
+
+            tmem.relinquish_alloc_permit()
+            self.epilogue_barrier.arrive_and_wait()
+            tmem.free(acc_tmem_ptr)
+
+    @staticmethod
+    def _mma_tile_coord(cta_tile_coord, tiled_mma):
+        """Scheduler CTA coordinate -> MMA tile coordinate (a 2-CTA pair shares one MMA tile along M)."""
+        return (
+            cta_tile_coord[0] // cute.size(tiled_mma.thr_id.shape),
+            cta_tile_coord[1],
+            cta_tile_coord[2],
+        )
+
+    def _s2t_copy_and_partition(self, sSF: cute.Tensor, tSF: cute.Tensor):
+        """tcgen05.cp of one scale operand, smem (staged) -> tensor memory."""
+        tCsSF_compact = cute.filter_zeros(sSF)
+        tCtSF_compact = cute.filter_zeros(tSF)
+        copy_s2t = tcgen05.make_s2t_copy(
+            cute.make_copy_atom(tcgen05.Cp4x32x128bOp(self.cta_group), SF_DTYPE), tCtSF_compact
+        )
+        thr_copy = copy_s2t.get_slice(0)
+        src = tcgen05.get_s2t_smem_desc_tensor(copy_s2t, thr_copy.partition_S(tCsSF_compact))
+        return copy_s2t, src, thr_copy.partition_D(tCtSF_compact)
+
+    def _epilogue_partition(self, tidx, tAcc: cute.Tensor, tCgC: cute.Tensor):
+        """Tensor-memory load atom and the matching per-thread views of the accumulators and of C."""
+        copy_atom_t2r = sm100_utils.get_tmem_load_op(
+            (*self.cta_tile_mn, K_TILE),
+            utils.LayoutEnum.ROW_MAJOR,
+            C_DTYPE,
+            ACC_DTYPE,
+            self.epi_tile,
+            self.use_2cta,
+        )
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC)
+        tAcc_epi = cute.flat_divide(tAcc[((None, None), 0, 0, None)], self.epi_tile)
+        copy_t2r = tcgen05.make_tmem_copy(copy_atom_t2r, tAcc_epi[(None, None, 0, 0, 0)])
+        thr_copy_t2r = copy_t2r.get_slice(tidx)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], self.epi_tile)
+        tTR_gC = thr_copy_t2r.partition_D(gC_epi)
+        tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, ACC_DTYPE)
+        return copy_t2r, thr_copy_t2r.partition_S(tAcc_epi), tTR_gC, tTR_rAcc
+
+
+def _smem_field_ptr(field):
+    """Pointer to a scalar field of a cute.struct: the field itself before DSL 4.4, its .ptr after."""
+    return getattr(field, "ptr", field)
+
+
+@cute.jit
+def silu_mul(x, y):
+    """silu(x) * y = x * y / (1 + e^-x), with the hardware ex2 approximation.
+
+    For x -> -inf, e^-x overflows to inf and the result is a signed zero, which is silu's limit.
+    """
+    return x * y / (1.0 + cute.math.exp(-x, fastmath=True))
+
+
+# ---------------------------------------------------------------------- host dispatch
+_compiled = {}  # KernelConfig -> compiled kernel; compiled kernels are the only thing kept across calls
+_launchers = {}  # (m, n, k/2, l) -> compiled kernel for that shape's config, filled after check_inputs passes
+
+
+def _fake_operands():
+    """Compile-time stand-ins for the 7 tensors: dynamic sizes, the layouts the leaderboard passes."""
+    # Divisibility is part of the compiled signature: TVM-FFI rejects a call that breaks it, and the
+    # epilogue's 16-byte stores rely on rows of C starting 128-byte aligned (N % 64 == 0).
+    m, n, l = cute.sym_int(divisibility=128), cute.sym_int(divisibility=64), cute.sym_int()
+    k_bytes = cute.sym_int(divisibility=K_TILE // 2)
+    rm, rn, rk = cute.sym_int(), cute.sym_int(), cute.sym_int()
+
+    def packed(rows):
+        return make_fake_compact_tensor(cutlass.Uint8, (rows, k_bytes, l), stride_order=(1, 0, 2), assumed_align=16)
+
+    def scale_atoms(rest_mn):
+        # [32, 4, rest_mn, 4, rest_k, L] view of contiguous (L, rest_mn, rest_k, 32, 4, 4) bytes
+        return make_fake_compact_tensor(
+            SF_DTYPE, (32, 4, rest_mn, 4, rk, l), stride_order=(2, 1, 4, 0, 3, 5), assumed_align=16
+        )
+
+    c = make_fake_compact_tensor(C_DTYPE, (m, n, l), stride_order=(1, 0, 2), assumed_align=16)
+    return packed(m), packed(n), packed(n), scale_atoms(rm), scale_atoms(rn), scale_atoms(rn), c
+
+
+def compile_config(config: KernelConfig):
+    """Compile (once per config, cached in memory) the kernel for any shape the config can implement."""
+    fn = _compiled.get(config)
+    if fn is None:
+        fn = cute.compile(DualGemmKernel(config), *_fake_operands(), options="--enable-tvm-ffi")
+        _compiled[config] = fn
+    return fn
+
+
+def compile_for(m: int, n: int, k: int, l: int):
+    config = config_for(m, n, k, l)
+    ok, why = DualGemmKernel.can_implement(config, m, n, k, l)
+    if not ok:
+        raise ValueError(f"shape (m={m}, n={n}, k={k}, l={l}) is not supported by {config.name}: {why}")
+    return compile_config(config)
+
+
+def check_inputs(data) -> Tuple[int, int, int, int]:
+    """Every constraint the kernel relies on, checked before the first launch of a shape."""
+    if not isinstance(data, (tuple, list)) or len(data) != 10:
+        raise ValueError("data must be the 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_permuted, sfb1_permuted, sfb2_permuted, c)")
+    a, b1, b2, _, _, _, sfa, sfb1, sfb2, c = data
+    names = ("a", "b1", "b2", "sfa_permuted", "sfb1_permuted", "sfb2_permuted", "c")
+    tensors = (a, b1, b2, sfa, sfb1, sfb2, c)
+    for name, t in zip(names, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor")
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} is on {t.device}: every tensor must be on the CUDA device")
+    for name, t in zip(names[:3], (a, b1, b2)):
+        if t.dtype != torch.float4_e2m1fn_x2:
+            raise ValueError(f"{name} must be torch.float4_e2m1fn_x2 (two e2m1 per byte), got {t.dtype}")
+        if t.dim() != 3 or t.stride(1) != 1 or t.stride(0) != t.shape[1]:
+            raise ValueError(f"{name} must be [rows, K/2, L] and K-major (stride (K/2, 1, rows*K/2))")
+    for name, t in zip(names[3:6], (sfa, sfb1, sfb2)):
+        if t.dtype != torch.float8_e4m3fn:
+            raise ValueError(f"{name} must be torch.float8_e4m3fn, got {t.dtype}")
+    if c.dtype != torch.float16 or c.dim() != 3 or c.stride(1) != 1 or c.stride(0) != c.shape[1]:
+        raise ValueError("c must be a row-major [M, N, L] torch.float16 tensor")
+    m, n, l = c.shape
+    k = a.shape[1] * 2
+    if tuple(a.shape) != (m, k // 2, l) or tuple(b1.shape) != (n, k // 2, l) or tuple(b2.shape) != (n, k // 2, l):
+        raise ValueError(f"a must be [M, K/2, L] and b1, b2 [N, K/2, L] with c [M, N, L] = {tuple(c.shape)}")
+    for name, t, rows in (("sfa_permuted", sfa, m), ("sfb1_permuted", sfb1, n), ("sfb2_permuted", sfb2, n)):
+        expect = (32, 4, -(-rows // 128), 4, -(-(k // SF_VEC_SIZE) // 4), l)
+        if tuple(t.shape) != expect:
+            raise ValueError(f"{name} must have the permuted atom shape {expect}, got {tuple(t.shape)}")
+    config = config_for(m, n, k, l)
+    ok, why = DualGemmKernel.can_implement(config, m, n, k, l)
+    if not ok:
+        raise ValueError(f"shape (m={m}, n={n}, k={k}, l={l}): {why}")
+    major, minor = torch.cuda.get_device_capability(c.device)
+    if major != 10:
+        raise ValueError(f"this kernel needs an SM100 GPU (B200, sm_100a); {torch.cuda.get_device_name(c.device)} is sm_{major}{minor}")
+    return m, n, k, l
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, _, _, _, sfa, sfb1, sfb2, c = data
+    launch = _launchers.get((*c.shape, a.shape[1]))
+    if launch is None:
+        m, n, k, l = check_inputs(data)
+        launch = compile_for(m, n, k, l)
+        _launchers[(m, n, l, k // 2)] = launch
+    # TVM-FFI checks dtype, device, rank, strides and alignment of each tensor in C++ on every call.
+    launch(a, b1, b2, sfa, sfb1, sfb2, c)
+    return c
