@@ -20,7 +20,7 @@ Nothing but compiled kernels is kept between calls.
 
 import os
 from dataclasses import dataclass
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import torch
 
@@ -52,6 +52,24 @@ C_DTYPE = cutlass.Float16
 ACC_DTYPE = cutlass.Float32
 
 
+# L2 eviction priorities of a TMA load (the createpolicy encodings of CUTLASS's CacheHintSm100)
+L2_EVICT_FIRST = 0x12F0000000000000
+
+# Which tile coordinate selects a loaded operand's rows
+ROWS_OF_M_TILE, ROWS_OF_N_TILE, ROWS_OF_SFB_TILE = 0, 1, 2
+
+
+class TmaLoad(NamedTuple):
+    """One operand of the shared-memory ring, as the TMA warp issues it each k-tile."""
+
+    atom: object  # TMA copy atom
+    smem: object  # ((atom_v, rest_v), STAGE)
+    gmem: object  # ((atom_v, rest_v), RestMN, RestK, RestL)
+    mcast_mask: object  # CTAs of the cluster that receive the tile, or None
+    rows: int  # ROWS_OF_M_TILE / ROWS_OF_N_TILE / ROWS_OF_SFB_TILE (SFB atoms cover 128 rows)
+    cache_policy: object  # L2 eviction priority, or None for the default
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """One point of the tuning space.
@@ -61,12 +79,14 @@ class KernelConfig:
     cluster_mn:  CTAs per cluster along M and N; TMA multicasts B across the M direction and A across N.
     epi_tile_n:  accumulator columns the epilogue moves per step (registers: 2 x epi_tile_n per thread).
     raster_along_m: persistent scheduler order.
+    b_evict_first: TMA loads of B1/B2 carry the L2 evict-first hint (A keeps the default priority).
     """
 
     mma_tile_mn: Tuple[int, int] = (128, 128)
     cluster_mn: Tuple[int, int] = (1, 1)
     epi_tile_n: int = 32
     raster_along_m: bool = True
+    b_evict_first: bool = True
 
     @property
     def use_2cta(self) -> bool:
@@ -80,7 +100,7 @@ class KernelConfig:
     def name(self) -> str:
         return (
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
-            f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}"
+            f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
         )
 
 
@@ -93,17 +113,24 @@ CONFIG_TABLE = {
 }
 # <<< config table
 
-TUNE_SPACE = tuple(
-    KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, epi_tile_n=epi)
-    for tile, cluster in (
-        ((128, 64), (1, 1)),
-        ((128, 128), (1, 1)),
-        ((128, 64), (2, 1)),
-        ((128, 128), (2, 1)),
-        ((256, 64), (2, 1)),
-        ((256, 128), (2, 1)),
-    )
-    for epi in (16, 32)
+# What tools/tune.py may try on a B200: tile and cluster shapes (cluster N > 1 multicasts A, cluster M > 1
+# multicasts B, M 256 is a 2-CTA pair), then single-knob variants of the two default tiles.
+_TUNE_TILES = (
+    ((128, 64), (1, 1)),
+    ((128, 128), (1, 1)),
+    ((128, 64), (1, 2)),
+    ((128, 64), (1, 4)),
+    ((128, 128), (1, 2)),
+    ((128, 64), (2, 1)),
+    ((128, 128), (2, 1)),
+    ((256, 64), (2, 1)),
+    ((256, 128), (2, 1)),
+    ((256, 64), (2, 2)),
+)
+TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, cluster in _TUNE_TILES) + tuple(
+    KernelConfig(mma_tile_mn=tile, **variant)
+    for tile in ((128, 64), (128, 128))
+    for variant in ({"epi_tile_n": 16}, {"b_evict_first": False}, {"raster_along_m": False})
 )
 
 
@@ -555,8 +582,6 @@ class DualGemmKernel:
                 ts, tg = cute.filter_zeros(ts), cute.filter_zeros(tg)
             return ts, tg
 
-        # Per operand: (atom, smem dst, gmem src ((atom_v, rest_v), RestMN, RestK, RestL), multicast mask,
-        # which tile coordinate selects its rows: 0 = M tile, 1 = N tile, 2 = N tile of the SFB atom grid)
         tAsA, tAgA = tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, thr_mma.partition_A(gA_mkl), False)
         tBsB1, tBgB1 = tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, thr_mma.partition_B(gB1_nkl), False)
         tBsB2, tBgB2 = tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, thr_mma.partition_B(gB2_nkl), False)
@@ -569,13 +594,18 @@ class DualGemmKernel:
         tBsSFB2, tBgSFB2 = tma_partition(
             tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, thr_mma_sfb.partition_B(gSFB2_nkl), True
         )
+        # B tiles are read by only M / 128 CTAs, A tiles by N / tile_N of them: let B leave L2 first.
+        b_policy = None
+        if cutlass.const_expr(self.config.b_evict_first):
+            # Materialized as an IR value: DSL 4.3 accepts no Python constant for cache_policy.
+            b_policy = cutlass.Int64(cutlass.Int64(L2_EVICT_FIRST).ir_value())
         loads = (
-            (tma_atom_a, tAsA, tAgA, a_mcast_mask, 0),
-            (tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, 1),
-            (tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, 1),
-            (tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, 0),
-            (tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, 2),
-            (tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, 2),
+            TmaLoad(tma_atom_a, tAsA, tAgA, a_mcast_mask, ROWS_OF_M_TILE, None),
+            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
+            TmaLoad(tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
+            TmaLoad(tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, ROWS_OF_M_TILE, None),
+            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
+            TmaLoad(tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
         )
 
         # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1
@@ -598,8 +628,8 @@ class DualGemmKernel:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
                 # A 64-wide N tile takes its scales from half of a 128-row SFB atom tile.
                 sfb_n = tile_n // 2 if cutlass.const_expr(self.cta_tile_mn[1] == 64) else tile_n
-                row_tiles = (tile_m, tile_n, sfb_n)
-                srcs = [load[2][(None, row_tiles[load[4]], None, tile_l)] for load in loads]
+                row_tiles = (tile_m, tile_n, sfb_n)  # indexed by TmaLoad.rows
+                srcs = [load.gmem[(None, row_tiles[load.rows], None, tile_l)] for load in loads]
 
                 ab_producer_state.reset_count()
                 peek_empty = cutlass.Boolean(1)
@@ -610,11 +640,12 @@ class DualGemmKernel:
                     barrier = ab_pipeline.producer_get_barrier(ab_producer_state)
                     for load, src in zip(loads, srcs):
                         cute.copy(
-                            load[0],
+                            load.atom,
                             src[(None, ab_producer_state.count)],
-                            load[1][(None, ab_producer_state.index)],
+                            load.smem[(None, ab_producer_state.index)],
                             tma_bar_ptr=barrier,
-                            mcast_mask=load[3],
+                            mcast_mask=load.mcast_mask,
+                            cache_policy=load.cache_policy,
                         )
                     ab_producer_state.advance()
                     peek_empty = cutlass.Boolean(1)
