@@ -52,6 +52,8 @@ C_DTYPE = cutlass.Float16
 ACC_DTYPE = cutlass.Float32
 
 
+LOG2_E = 1.4426950408889634
+
 # L2 eviction priorities of a TMA load (the createpolicy encodings of CUTLASS's CacheHintSm100)
 L2_EVICT_FIRST = 0x12F0000000000000
 
@@ -758,7 +760,8 @@ class DualGemmKernel:
                 for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
                     cute.copy(copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
                     cute.copy(copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
-                    tTR_rC.store(silu_mul(tTR_rAcc1.load(), tTR_rAcc2.load()).to(C_DTYPE))
+                    silu_mul_(tTR_rAcc1, tTR_rAcc2)
+                    tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
                     cute.copy(store_atom, tTR_rC, tTR_gC[(None, None, None, subtile)])
                 # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
                 cute.arch.fence_view_async_tmem_load()
@@ -818,12 +821,15 @@ def _smem_field_ptr(field):
 
 
 @cute.jit
-def silu_mul(x, y):
-    """silu(x) * y = x * y / (1 + e^-x), with the hardware ex2 approximation.
+def silu_mul_(x: cute.Tensor, y: cute.Tensor):
+    """x <- silu(x) * y = x * y / (1 + 2^(-x log2 e)), elementwise on register fragments.
 
-    For x -> -inf, e^-x overflows to inf and the result is a signed zero, which is silu's limit.
+    Two MUFU ops per element (ex2.approx, rcp.approx) instead of an IEEE division. For x -> -inf the
+    exponential overflows to inf, rcp gives 0 and the result is a signed zero: silu's limit.
     """
-    return x * y / (1.0 + cute.math.exp(-x, fastmath=True))
+    for i in cutlass.range_constexpr(cute.size(x)):
+        xi = x[i]
+        x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + cute.arch.exp2(xi * -LOG2_E))
 
 
 # ---------------------------------------------------------------------- host dispatch
