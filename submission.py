@@ -45,6 +45,7 @@ K_TILE = 256  # K per pipeline stage: 4 MMA k-blocks of 64 FP4 elements
 MMA_INST_K = 64
 SF_ATOM_MN = 32  # scale atoms are 32 rows x 4 row-groups x 4 k-groups (512 bytes)
 BARRIER_BYTES = 1024  # mbarriers + tmem pointer, padded to the 1024-byte buffer alignment
+DSL_STATIC_SMEM = 1024  # static shared memory the DSL adds to every such kernel (compiled: cubin reports it)
 
 AB_DTYPE = cutlass.Float4E2M1FN
 SF_DTYPE = cutlass.Float8E4M3FN
@@ -108,10 +109,10 @@ class KernelConfig:
 
 # >>> config table (tools/tune.py --write rewrites this block)
 CONFIG_TABLE = {
-    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(128, 64), cluster_mn=(1, 1)),
-    (512, 4096, 7168, 1): KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1)),
-    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(128, 64), cluster_mn=(1, 1)),
-    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1)),
+    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1)),
+    (512, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
+    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1)),
+    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
 }
 # <<< config table
 
@@ -137,18 +138,20 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
 
 
 def default_config(m: int, n: int, k: int, l: int) -> KernelConfig:
-    """1-CTA 128x128 or 128x64 tiles, whichever gives the fewest tile-waves of equal work.
+    """Tile N by the fewest tile-waves of equal work, then a 2-CTA pair along M wherever M allows.
 
     Model (MEMORY.md, "Config choice"): a CTA's time scales with its tile area (its FP4 math and its
-    L2->SM bytes both do), so a 128x64 wave costs about half a 128x128 wave. 128x64 wins when halving
-    the tile does not double the number of waves (small M: 64 or 48 tiles of 128x128 leave most of the
-    148 SMs idle); on a tie the larger tile wins for its better operand reuse.
+    L2->SM bytes both do), so a wave of 128x64 CTA tiles costs about half a wave of 128x128 ones.
+    N=64 wins when halving the tile does not double the number of waves (small M: 64 or 48 CTAs of
+    128x128 leave most of the 148 SMs idle); on a tie N=128 wins for its better operand reuse. A 2-CTA
+    pair (MMA M=256, cluster 2x1) keeps the CTA tiles and halves the B bytes each CTA loads.
     """
     tiles_128 = (m // 128) * (n // 128) * l
     waves = lambda tiles: -(-tiles // SM_COUNT)  # noqa: E731
-    if n % 128 == 0 and waves(tiles_128) <= waves(2 * tiles_128) / 2:
-        return KernelConfig(mma_tile_mn=(128, 128))
-    return KernelConfig(mma_tile_mn=(128, 64))
+    tile_n = 128 if n % 128 == 0 and waves(tiles_128) <= waves(2 * tiles_128) / 2 else 64
+    if m % 256 == 0:
+        return KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1))
+    return KernelConfig(mma_tile_mn=(128, tile_n))
 
 
 def config_for(m: int, n: int, k: int, l: int) -> KernelConfig:
@@ -236,7 +239,7 @@ class DualGemmKernel:
         sfa_bytes = cta_m * K_TILE // SF_VEC_SIZE
         sfb_bytes = sfb_rows * K_TILE // SF_VEC_SIZE
         stage_bytes = a_bytes + 2 * b_bytes + sfa_bytes + 2 * sfb_bytes
-        ab_stages = (SMEM_CAPACITY - BARRIER_BYTES) // stage_bytes
+        ab_stages = (SMEM_CAPACITY - DSL_STATIC_SMEM - BARRIER_BYTES) // stage_bytes
         # Tensor memory: per accumulator stage two fp32 accumulators of cta_n columns; scale factors
         # after them (4 columns per 32-row scale atom and per k-group of one 256-wide k-tile).
         sfa_cols = (cta_m // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
@@ -246,7 +249,7 @@ class DualGemmKernel:
             "ab_stages": ab_stages,
             "acc_stages": acc_stages,
             "stage_bytes": stage_bytes,
-            "smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes,
+            "smem_bytes": DSL_STATIC_SMEM + BARRIER_BYTES + ab_stages * stage_bytes,
             "acc_tmem_cols": 2 * cta_n * acc_stages,
             "sfa_tmem_cols": sfa_cols,
             "sfb_tmem_cols": sfb_cols,

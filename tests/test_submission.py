@@ -95,9 +95,14 @@ def test_every_task_shape_has_an_implementable_config():
 
 
 def test_default_config_uses_small_tiles_where_big_ones_leave_sms_idle():
-    assert S.default_config(256, 4096, 7168, 1).mma_tile_mn == (128, 64)  # 64 tiles of 128x128 on 148 SMs
-    assert S.default_config(512, 4096, 7168, 1).mma_tile_mn == (128, 128)  # 128 tiles: 128x64 needs 2 waves
-    assert S.default_config(128, 192, 256, 1).mma_tile_mn == (128, 64)  # N not a multiple of 128
+    assert S.default_config(256, 4096, 7168, 1).cta_tile_mn == (128, 64)  # 64 tiles of 128x128 on 148 SMs
+    assert S.default_config(512, 4096, 7168, 1).cta_tile_mn == (128, 128)  # 128 tiles: 128x64 needs 2 waves
+    assert S.default_config(128, 192, 256, 1).cta_tile_mn == (128, 64)  # N not a multiple of 128
+
+
+def test_default_config_pairs_ctas_only_where_m_allows():
+    assert S.default_config(512, 4096, 7168, 1) == S.KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1))
+    assert S.default_config(384, 4096, 7168, 1) == S.KernelConfig(mma_tile_mn=(128, 128))
 
 
 @pytest.mark.parametrize("cfg", S.TUNE_SPACE, ids=lambda c: c.name)

@@ -1,0 +1,304 @@
+"""Autotuner for submission.py's per-shape config table.
+
+On a B200 (SM100): for every benchmark shape of task.yml and every candidate config
+(submission.candidate_configs), in its own subprocess (a deadlock or a poisoned CUDA context costs
+one candidate, not the run): compile, check correctness on both generators ("leaderboard" and
+"strict", output poisoned with NaN first), time with the leaderboard's method
+(test_benchmark.benchmark_callable), keep the fastest correct one. A candidate that fails any step is
+dropped and reported, never chosen.
+
+    python tools/tune.py [--write] [--json build/tune.json]
+    python tools/tune.py --dry-run        # anywhere: compile every candidate (preflight) and rank by the model
+
+--write rewrites only the entry lines of the CONFIG_TABLE block of submission.py (between the
+contract's marker lines); the rest of the file is left byte for byte.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import os
+import pickle
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: make `tools` importable
+    sys.path.insert(0, str(REPO))
+from tools import model, preflight  # noqa: E402
+
+BEGIN = "# >>> config table (tools/tune.py --write rewrites this block)"
+END = "# <<< config table"
+ENTRY = re.compile(r"^\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)\s*:\s*(.+?),\s*$")
+
+
+# ----------------------------------------------------------------------------- config table rewrite
+def rewrite_table(text: str, chosen: dict) -> str:
+    """Return text with the CONFIG_TABLE entries for the shapes in `chosen` ({(m,n,k,l): "KernelConfig(...)"})
+    set; other entries, other lines of the block and everything outside the block are kept."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if ln.strip() == BEGIN]
+    ends = [i for i, ln in enumerate(lines) if ln.strip() == END]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise ValueError(f"expected exactly one '{BEGIN}' ... '{END}' block in submission.py")
+    b, e = starts[0], ends[0]
+    block = lines[b + 1:e]
+    pending = {tuple(s): v for s, v in chosen.items()}
+    last_entry = next((i for i in range(len(block) - 1, -1, -1) if ENTRY.match(block[i])), None)
+    indent = "    "
+    for i, ln in enumerate(block):
+        m = ENTRY.match(ln)
+        if m:
+            indent = ln[:len(ln) - len(ln.lstrip())]
+            shape = tuple(int(x) for x in m.groups()[:4])
+            if shape in pending:
+                block[i] = f"{indent}{shape}: {pending.pop(shape)},\n"
+    new = [f"{indent}{s}: {v},\n" for s, v in pending.items()]
+    if last_entry is None:  # empty table: put entries after the line that opens the dict
+        opener = next((i for i, ln in enumerate(block) if ln.rstrip().endswith("{")), None)
+        if opener is None:
+            raise ValueError("the config table block has no entries and no line ending in '{'")
+        last_entry = opener
+    block[last_entry + 1:last_entry + 1] = new
+    out = "".join(lines[:b + 1] + block + lines[e:])
+    # what lies outside the block must be unchanged, and the result must still parse
+    assert out.startswith("".join(lines[:b + 1])) and out.endswith("".join(lines[e:]))
+    ast.parse(out)
+    return out
+
+
+def table_entries(text: str) -> dict:
+    """{(m,n,k,l): 'KernelConfig(...)'} as written in the block (what --write produced)."""
+    b = text.index(BEGIN)
+    e = text.index(END, b)
+    return {tuple(int(x) for x in m.groups()[:4]): m.group(5)
+            for m in map(ENTRY.match, text[b:e].splitlines()) if m}
+
+
+def config_source(sub, cfg) -> str:
+    """One-line source of a config in the table's style: mma_tile_mn and cluster_mn always, other fields
+    only where they differ from their defaults. It must evaluate back to the same config."""
+    if dataclasses.is_dataclass(cfg):
+        args = [f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg)
+                if f.name in ("mma_tile_mn", "cluster_mn") or f.default is dataclasses.MISSING
+                or getattr(cfg, f.name) != f.default]
+        src = f"{type(cfg).__name__}({', '.join(args)})"
+    else:
+        src = repr(cfg)
+    if eval(src, vars(sub)) != cfg:  # noqa: S307 (source built from our own dataclass)
+        raise ValueError(f"repr of {cfg.name} does not round-trip: {src}")
+    return src
+
+
+# ----------------------------------------------------------------------------- B200 path
+def device_info() -> dict:
+    import torch
+    info = {"torch": torch.__version__, "dsl": preflight.dsl_version(), "python": platform.python_version()}
+    if torch.cuda.is_available():
+        info.update(device=torch.cuda.get_device_name(), capability=list(torch.cuda.get_device_capability()),
+                    cuda=torch.version.cuda, driver=_driver())
+    return info
+
+
+def _driver() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def worker(submission: Path, job_file: Path, result_file: Path) -> None:
+    """One (shape, config): compile, correctness on both generators, leaderboard timing."""
+    import torch
+    job = pickle.loads(job_file.read_bytes())
+    shape, seed = job["shape"], job["seed"]
+    res = {"status": "error"}
+
+    def save():
+        result_file.write_text(json.dumps(res))
+
+    try:
+        sub = preflight.load_submission(submission)
+        cfg = pickle.loads(job["config"])
+        import reference
+        import test_benchmark
+        # custom_kernel resolves its config through config_for -> CONFIG_TABLE on every call
+        sub.CONFIG_TABLE[tuple(shape)] = cfg
+        assert sub.config_for(*shape) == cfg
+        t0 = time.time()
+        sub.compile_config(cfg)
+        res["compile_s"] = round(time.time() - t0, 2)
+        res["status"] = "compiled"
+        save()
+        for mode in ("leaderboard", "strict"):
+            data = reference.generate_input(*shape, seed=seed, mode=mode)
+            data[-1].fill_(float("nan"))  # an element the kernel does not write must fail the check
+            out = sub.custom_kernel(data)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            ok, msg = reference.check_implementation(data, out)
+            res[f"check_{mode}"] = "ok" if ok else str(msg)[:500]
+            if not ok:
+                res["status"] = f"wrong on '{mode}' data"
+                return save()
+        res["status"] = "correct"
+        save()
+        stats = test_benchmark.benchmark_callable(sub.custom_kernel, *shape, seed)
+        res.update({k: stats[k] for k in ("mean_us", "std_us", "err_us", "best_us", "worst_us", "runs") if k in stats})
+        res["status"] = "ok"
+    except Exception as e:
+        res["status"] = res["status"] if res["status"] not in ("compiled", "correct") else f"failed after {res['status']}"
+        res["error"] = f"{type(e).__name__}: {str(e)[:800]}"
+    save()
+
+
+def tune(args) -> dict:
+    import torch
+    info = device_info()
+    if not args.any_device and (not torch.cuda.is_available() or tuple(torch.cuda.get_device_capability()) != (10, 0)):
+        raise SystemExit(f"tune.py needs an SM100 GPU (B200); this machine has {info.get('device', 'no GPU')}. "
+                         "Use --dry-run here.")
+    os.environ.pop("CUTE_DSL_ARCH", None)  # compile for the GPU that is present (workers inherit this env)
+    sub = preflight.load_submission(args.submission)
+    task = model.benchmark_shapes(Path(args.task))
+    seeds = {tuple(s): 1111 for s in task}
+    import yaml
+    for b in yaml.safe_load(Path(args.task).read_text())["benchmarks"]:
+        seeds[(b["m"], b["n"], b["k"], b.get("l", 1))] = int(b.get("seed", 1111))
+    label = f"measured ({info.get('device', 'cpu')})"
+    out = {"device": info.get("device", "cpu"), "info": info, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "label": label,
+           "results": [], "chosen": {}}
+    with tempfile.TemporaryDirectory(prefix="tune_") as tmp:
+        for shape in task:
+            for i, cfg in enumerate(sub.candidate_configs(*shape)):
+                d = Path(tmp) / f"{'x'.join(map(str, shape))}_{i}"
+                d.mkdir()
+                (d / "job.pkl").write_bytes(pickle.dumps({"shape": shape, "seed": seeds[shape], "config": pickle.dumps(cfg)}))
+                t0 = time.time()
+                try:
+                    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(args.submission),
+                                        str(d / "job.pkl"), str(d / "result.json")], capture_output=True, text=True,
+                                       timeout=args.timeout, cwd=str(REPO))
+                    log = (p.stdout + p.stderr)[-800:]
+                except subprocess.TimeoutExpired:
+                    log = f"timed out after {args.timeout}s (deadlock?)"
+                r = json.loads((d / "result.json").read_text()) if (d / "result.json").exists() else {"status": "error"}
+                if r["status"] != "ok":
+                    r.setdefault("error", log)
+                    if "timed out" in log:
+                        r["status"] = f"timeout ({r['status']})"
+                r.update(shape=list(shape), config=cfg.name, config_src=config_source(sub, cfg), wall_s=round(time.time() - t0, 1),
+                         label=label if r.get("mean_us") is not None else None)
+                out["results"].append(r)
+                print(f"{str(shape[:3]):20} {cfg.name:22} {r['status']:28} "
+                      + (f"{r['mean_us']:.2f} us ({label})" if r.get("mean_us") else r.get("error", "")[:100]),
+                      flush=True)
+            good = [r for r in out["results"] if r["shape"] == list(shape) and r["status"] == "ok"]
+            if good:
+                best = min(good, key=lambda r: r["mean_us"])
+                out["chosen"][str(shape)] = {"config": best["config"], "config_src": best["config_src"], "mean_us": best["mean_us"]}
+    return out
+
+
+def print_tune(out: dict) -> None:
+    print(f"\nchosen configs ({out['label']}):")
+    for shape, c in out["chosen"].items():
+        print(f"  {shape:24} {c['config']:22} {c['mean_us']:.2f} us")
+    dropped = [r for r in out["results"] if r["status"] != "ok"]
+    for r in dropped:
+        print(f"  dropped {tuple(r['shape'][:3])} {r['config']}: {r['status']} {r.get('error', '')[:160]}")
+    if out["chosen"]:
+        g = model.geomean(c["mean_us"] for c in out["chosen"].values())
+        print(f"geomean of chosen: {g:.2f} us ({out['label']}); speed of light {model.SOL_GEOMEAN_US} us; "
+              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us")
+
+
+# ----------------------------------------------------------------------------- dry run (no GPU)
+def dry_run(args) -> dict:
+    """Compile every candidate of every benchmark shape with preflight's machinery; rank by the model."""
+    os.environ["CUTE_DSL_ARCH"] = "sm_100a"
+    t0 = time.time()
+    sub = model.load_submission(args.submission)
+    shapes = model.benchmark_shapes(Path(args.task))
+    cands = {s: sub.candidate_configs(*s) for s in shapes}
+    unique = list(dict.fromkeys(c for lst in cands.values() for c in lst))
+    tools = {n: preflight.find_tool(n) for n in ("ptxas", "cuobjdump")}
+    pf_args = argparse.Namespace(submission=args.submission, timeout=args.timeout, keep=None)
+    capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
+    compiled = {}
+    with tempfile.TemporaryDirectory(prefix="tune_dry_") as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        for cfg, rec in zip(unique, pool.map(lambda ic: preflight.run_config(ic[0], ic[1], pf_args, Path(tmp), tools), enumerate(unique))):
+            compiled[cfg] = preflight.judge(rec, capacity)
+    out = {"label": "compiled + modeled (no GPU)", "dsl": preflight.dsl_version(), "shapes": [], "chosen": {}}
+    print(f"tune --dry-run ({preflight.dsl_version()}): {len(unique)} candidate configs compiled for sm_100a; "
+          "times are modeled (tools/model.py), not measured")
+    w = max(len(c.name) for c in unique) + 1
+    print(f"{'shape':20} {'config':{w}} {'preflight':10} {'modeled us':10} bound")
+    for shape in shapes:
+        ranked = model.rank(sub, shape, args.dispatch_us)
+        rows = [{"config": c.name, "config_src": config_source(sub, c), "modeled_us": t, "bound": p["bound"],
+                 "preflight": "ok" if not compiled[c] else "FAIL", "problems": compiled[c]} for t, c, p in ranked]
+        for r in rows:
+            print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {r['modeled_us']:<10} {r['bound']}"
+                  + (f"  ({r['problems'][0][:80]})" if r["problems"] else ""))
+        ok = [r for r in rows if r["preflight"] == "ok"]
+        if ok:
+            out["chosen"][str(shape)] = {"config": ok[0]["config"], "config_src": ok[0]["config_src"], "modeled_us": ok[0]["modeled_us"]}
+        out["shapes"].append({"shape": list(shape), "ranking": rows})
+    if out["chosen"]:
+        g = model.geomean(c["modeled_us"] for c in out["chosen"].values())
+        print(f"modeled geomean of the best compiling candidates: {g:.2f} us (modeled); SOL {model.SOL_GEOMEAN_US} us; "
+              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us (measured, FACTS §4)")
+    out["wall_s"] = round(time.time() - t0, 1)
+    print(f"dry run took {out['wall_s']} s")
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        worker(*map(Path, argv[1:4]))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--submission", default=str(REPO / "submission.py"))
+    ap.add_argument("--task", default=str(REPO / "task.yml"))
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: compile all candidates, rank by the model")
+    ap.add_argument("--write", action="store_true", help="rewrite submission.py's CONFIG_TABLE block with the choices")
+    ap.add_argument("--json", default=None, help="default build/tune.json (build/tune_dryrun.json with --dry-run)")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel compiles in --dry-run")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per candidate")
+    ap.add_argument("--dispatch-us", type=float, default=model.DISPATCH_US)
+    ap.add_argument("--any-device", action="store_true",
+                    help="skip the SM100 check (tests the orchestration with a stand-in; its numbers say nothing of a B200)")
+    args = ap.parse_args(argv)
+    args.submission = Path(args.submission).resolve()
+    out = dry_run(args) if args.dry_run else tune(args)
+    if not args.dry_run:
+        print_tune(out)
+    path = Path(args.json or REPO / "build" / ("tune_dryrun.json" if args.dry_run else "tune.json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path}")
+    if args.write:
+        if not out["chosen"]:
+            print("nothing to write: no candidate passed")
+            return 1
+        chosen = {tuple(ast.literal_eval(s)): c["config_src"] for s, c in out["chosen"].items()}
+        text = args.submission.read_text()
+        args.submission.write_text(rewrite_table(text, chosen))
+        print(f"rewrote the config table of {args.submission} for {len(chosen)} shape(s)"
+              + (" (from the model's ranking: modeled, not measured)" if args.dry_run else ""))
+    return 0 if out["chosen"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
