@@ -249,6 +249,7 @@ class DualGemmKernel:
             "ab_stages": ab_stages,
             "acc_stages": acc_stages,
             "stage_bytes": stage_bytes,
+            "dynamic_smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes,  # the launch's request
             "smem_bytes": DSL_STATIC_SMEM + BARRIER_BYTES + ab_stages * stage_bytes,
             "acc_tmem_cols": 2 * cta_n * acc_stages,
             "sfa_tmem_cols": sfa_cols,

@@ -449,7 +449,7 @@ def judge(rec: dict, capacity: int) -> list[str]:
     s["sass_local_ops"] = sass_local if art["sass"] else None
     # shared memory: dynamic from plan(), static from the cubin (includes the DSL's 1 KB aligned base) or PTX
     static = max([v.get("shared", 0) for v in res.values()] + [v["static_smem"] for v in ents.values()], default=0)
-    dyn = plan.get("smem_bytes")
+    dyn = plan.get("dynamic_smem_bytes", plan.get("smem_bytes"))  # static is measured from the cubin above
     s["smem_static"], s["smem_dynamic"] = static, dyn
     s["smem_total"] = static + (dyn or 0)
     if dyn is None:

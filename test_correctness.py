@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Correctness check for submission.custom_kernel.
+
+On an SM100 GPU (B200): every test case of task.yml with both input generators ("leaderboard" and "strict"),
+then the leaderboard's benchmark-mode check (50 input sets, seed += 42 each) on every benchmark shape. The
+output tensor c is filled with NaN before every call, so an element the kernel does not write fails.
+One line per case, then a summary; exit 0 only if every case passes.
+
+Anywhere else the kernel cannot run. The script says why, then runs the offline checks:
+  1. tools/preflight.py --quick: cross-compiles the kernel for sm_100a for every config the test and
+     benchmark shapes use (no GPU needed);
+  2. the reference's dequantisation path on small shapes in both modes, against an independent float64
+     computation that decodes the raw bits and reads the scales from the permuted (kernel) tensors.
+Exit 0 only if both pass.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")  # as the leaderboard's eval sets it
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+from utils import clone_data, load_task, verbose_allclose  # noqa: E402
+
+PREFLIGHT = REPO / "tools" / "preflight.py"
+NUM_BENCHMARK_INPUT_SETS = 50
+SELF_CHECK_SHAPES = ((128, 128, 256, 1), (256, 384, 512, 2), (384, 256, 1024, 1), (128, 256, 7168, 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# An independent float64 computation (shares no code with reference.py)
+# --------------------------------------------------------------------------------------------------
+def decode_e2m1_bits(codes: torch.Tensor) -> torch.Tensor:
+    """4-bit e2m1 codes (any int tensor) -> float64 values, from the bit fields."""
+    codes = codes.to(torch.int64)
+    sign = 1.0 - 2.0 * ((codes >> 3) & 1).double()
+    exp = ((codes >> 1) & 3).double()
+    man = (codes & 1).double()
+    magnitude = torch.where(exp == 0, 0.5 * man, torch.exp2(exp - 1) * (1.0 + 0.5 * man))
+    return sign * magnitude
+
+
+def decode_e4m3_bits(raw: torch.Tensor) -> torch.Tensor:
+    """float8_e4m3fn bytes (uint8) -> float64 values, from the bit fields (0x7F/0xFF are NaN)."""
+    raw = raw.to(torch.int64)
+    sign = 1.0 - 2.0 * ((raw >> 7) & 1).double()
+    exp = ((raw >> 3) & 15).double()
+    man = (raw & 7).double()
+    magnitude = torch.where(exp == 0, 2.0 ** -6 * man / 8.0, torch.exp2(exp - 7) * (1.0 + man / 8.0))
+    magnitude = torch.where((exp == 15) & (man == 7), torch.full_like(magnitude, float("nan")), magnitude)
+    return sign * magnitude
+
+
+def _fp4_matrix_f64(packed: torch.Tensor) -> torch.Tensor:
+    """[r, k//2] float4_e2m1fn_x2 -> [r, k] float64; element 2p is the low nibble of byte p."""
+    raw = packed.view(torch.uint8).to(torch.int64)
+    codes = torch.stack([raw & 15, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
+    return decode_e2m1_bits(codes)
+
+
+def _scales_from_permuted_f64(permuted: torch.Tensor, mn: int, sf_k: int, b: int) -> torch.Tensor:
+    """Read scale (i, j, b) from the [32, 4, rest_mn, 4, rest_k, l] tensor at
+    [i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b] -> float64 [mn, sf_k]."""
+    i = torch.arange(mn, device=permuted.device)[:, None]
+    j = torch.arange(sf_k, device=permuted.device)[None, :]
+    raw = permuted.view(torch.uint8)[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b]
+    return decode_e4m3_bits(raw)
+
+
+def independent_reference(data) -> torch.Tensor:
+    """float64 silu(A @ B1^T) * (A @ B2^T) [m, n, l], scales taken from the permuted tensors."""
+    a, b1, b2 = data[0], data[1], data[2]
+    sfa_p, sfb1_p, sfb2_p = data[6], data[7], data[8]
+    m, n, l = data[9].shape
+    k = a.shape[1] * 2
+    out = torch.empty((m, n, l), dtype=torch.float64, device=a.device)
+    for b in range(l):
+        def operand(packed, permuted, rows):
+            scales = _scales_from_permuted_f64(permuted, rows, k // 16, b)
+            return _fp4_matrix_f64(packed[:, :, b]) * scales.repeat_interleave(16, dim=1)
+        a64 = operand(a, sfa_p, m)
+        c1 = a64 @ operand(b1, sfb1_p, n).T
+        c2 = a64 @ operand(b2, sfb2_p, n).T
+        out[:, :, b] = c1 / (1.0 + torch.exp(-c1)) * c2
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Where are we?
+# --------------------------------------------------------------------------------------------------
+def sm100_status() -> tuple[bool, str]:
+    """(True, device description) on an SM100 GPU, else (False, why the kernel cannot run here)."""
+    if not torch.cuda.is_available():
+        return False, (f"no CUDA GPU is visible (torch {torch.__version__}, torch.cuda.is_available() is False); "
+                       "the kernel is tcgen05 code for sm_100a and needs an SM100 GPU (B200)")
+    major, minor = torch.cuda.get_device_capability()
+    name = torch.cuda.get_device_name()
+    if (major, minor) != (10, 0):
+        return False, (f"the GPU is {name} (sm_{major}{minor}); the kernel is compiled for sm_100a and runs only "
+                       "on SM100 (B200)")
+    return True, f"{name} (sm_{major}{minor}), torch {torch.__version__}"
+
+
+def _case_label(case, extra=""):
+    return f"m={case['m']:<5} n={case['n']:<5} k={case['k']:<5} l={case['l']} seed={case['seed']}{extra}"
+
+
+def _first_line(message: str, limit: int = 400) -> str:
+    message = " ".join(str(message).split())
+    return message if len(message) <= limit else message[:limit] + " ..."
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _call_poisoned(fn, data):
+    """Run fn on a clone of data whose c is NaN-filled; return the output (synchronised)."""
+    inputs = clone_data(data)
+    inputs[9].fill_(float("nan"))
+    _sync()
+    out = fn(inputs)
+    _sync()
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# SM100: run the kernel
+# --------------------------------------------------------------------------------------------------
+def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
+    """Run `kernel` (default: submission.custom_kernel) on every case; print one line each; (passed, failed)."""
+    custom_kernel = kernel
+    if custom_kernel is None:
+        try:
+            from submission import custom_kernel
+        except Exception as err:  # noqa: BLE001 - report any import failure as a failed case
+            print(f"FAIL  import submission: {type(err).__name__}: {_first_line(err)}")
+            return 0, 1
+    passed = failed = 0
+
+    def report(ok, label, message, seconds):
+        nonlocal passed, failed
+        passed += ok
+        failed += not ok
+        tail = f"  {_first_line(message)}" if message else ""
+        print(f"{'PASS' if ok else 'FAIL'}  {label}  ({seconds:.1f} s){tail}", flush=True)
+
+    for idx, case in enumerate(task["tests"]):
+        for mode in modes:
+            label = f"test {idx:<2} {mode:<11} {_case_label(case)}"
+            start = time.perf_counter()
+            try:
+                data = reference.generate_input(**case, mode=mode)
+                ok, message = reference.check_implementation(data, _call_poisoned(custom_kernel, data))
+            except Exception as err:  # noqa: BLE001
+                ok, message = False, f"{type(err).__name__}: {err}"
+            report(ok, label, message, time.perf_counter() - start)
+
+    for idx, case in enumerate(task["benchmarks"]):
+        label = f"bench {idx} 50 sets     {_case_label(case, ' (seed+42*i)')}"
+        start = time.perf_counter()
+        try:
+            ok, message = True, ""
+            seed = case["seed"]
+            data_list = []
+            for _ in range(NUM_BENCHMARK_INPUT_SETS):
+                seed += 42  # the leaderboard bumps the seed before generating each set
+                data_list.append(reference.generate_input(case["m"], case["n"], case["k"], case["l"], seed))
+            outputs = [_call_poisoned(custom_kernel, data) for data in data_list]
+            for set_idx, (data, out) in enumerate(zip(data_list, outputs)):
+                good, why = reference.check_implementation(data, out)
+                if not good:
+                    ok, message = False, f"input set {set_idx}: {why}"
+                    break
+        except Exception as err:  # noqa: BLE001
+            ok, message = False, f"{type(err).__name__}: {err}"
+        report(ok, label, message, time.perf_counter() - start)
+    return passed, failed
+
+
+# --------------------------------------------------------------------------------------------------
+# Offline checks
+# --------------------------------------------------------------------------------------------------
+def run_preflight(extra_args=("--quick",)) -> tuple[bool, str]:
+    if not PREFLIGHT.exists():
+        return False, (f"{PREFLIGHT.relative_to(REPO)} not found: the sm_100a cross-compile check is missing, so "
+                       "nothing shows that the kernel compiles (the tools worker provides it)")
+    cmd = [sys.executable, str(PREFLIGHT), *extra_args]
+    print(f"---- {' '.join(['python', str(PREFLIGHT.relative_to(REPO)), *extra_args])}", flush=True)
+    rc = subprocess.run(cmd, cwd=REPO).returncode
+    print("---- end of preflight", flush=True)
+    return rc == 0, f"exit code {rc}"
+
+
+def reference_self_check(shapes=SELF_CHECK_SHAPES, device=None) -> tuple[int, int]:
+    """The reference's dequantisation path against independent_reference, both modes."""
+    passed = failed = 0
+    for shape in shapes:
+        for mode in reference.MODES:
+            start = time.perf_counter()
+            data = reference.generate_input(*shape, seed=7, mode=mode, device=device)
+            got = reference.ref_kernel_dequant(data)
+            want = independent_reference(data)
+            reasons = verbose_allclose(got.double(), want, rtol=reference.RTOL, atol=reference.ATOL)
+            if mode == "strict" and not torch.isfinite(want).all():
+                reasons.append("strict data produced a non-finite output")
+            ok = not reasons
+            passed += ok
+            failed += not ok
+            m, n, k, l = shape
+            tail = f"  {_first_line(' '.join(reasons))}" if reasons else ""
+            print(f"{'PASS' if ok else 'FAIL'}  reference dequant vs float64  {mode:<11} m={m} n={n} k={k} l={l}  "
+                  f"({time.perf_counter() - start:.2f} s){tail}", flush=True)
+    return passed, failed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default=str(REPO / "task.yml"), help="task file with the shapes (default: task.yml)")
+    parser.add_argument("--offline", action="store_true", help="run the offline checks even on an SM100 GPU")
+    args = parser.parse_args(argv)
+
+    task = load_task(args.task)
+    on_sm100, where = sm100_status()
+    start = time.perf_counter()
+    if on_sm100 and not args.offline:
+        print(f"device: {where}")
+        passed, failed = run_gpu_checks(task)
+        print(f"summary: {passed} passed, {failed} failed ({time.perf_counter() - start:.0f} s)")
+        return 0 if failed == 0 and passed > 0 else 1
+
+    if on_sm100:
+        print("offline checks requested (--offline)")
+    else:
+        print(f"the kernel cannot run here: {where}. Running the offline checks instead.")
+    passed = failed = 0
+    ok, why = run_preflight()
+    print(f"{'PASS' if ok else 'FAIL'}  preflight (sm_100a cross-compile of every test/benchmark config): {why}")
+    passed += ok
+    failed += not ok
+    p, f = reference_self_check()
+    passed += p
+    failed += f
+    print(f"summary: {passed} passed, {failed} failed (offline checks only; {time.perf_counter() - start:.0f} s)")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

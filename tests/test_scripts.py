@@ -1,0 +1,223 @@
+"""Tests of the scripts (test_correctness.py, test_benchmark.py) and the package plumbing, on the CPU."""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import reference  # noqa: E402
+import test_benchmark  # noqa: E402
+import test_correctness  # noqa: E402
+
+README_CORRECTNESS = "bash tools/setup.sh && .venv/bin/python test_correctness.py"
+README_TESTS = "bash tools/setup.sh && .venv/bin/python -m pytest -q"
+HARNESS_FILES = ("test_correctness.py", "test_benchmark.py", "reference.py", "utils.py", "task.py", "task.yml")
+
+
+def run_script(args, cwd=REPO, timeout=600):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def copy_harness(tmp_path, preflight_source=None):
+    for name in HARNESS_FILES:
+        shutil.copy(REPO / name, tmp_path / name)
+    if preflight_source is not None:
+        (tmp_path / "tools").mkdir()
+        (tmp_path / "tools" / "preflight.py").write_text(preflight_source)
+    return tmp_path
+
+
+# --------------------------------------------------------------------------------------------------
+# test_correctness.py, no GPU
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not (REPO / "tools" / "preflight.py").exists(),
+                    reason="tools/preflight.py is absent (the tools worker's sm_100a cross-compile check)")
+def test_correctness_no_gpu_path_passes():
+    proc = run_script(["test_correctness.py"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("the kernel cannot run here: no CUDA GPU is visible"), first
+    assert "PASS  preflight" in out
+    assert out.count("PASS  reference dequant vs float64") == 8
+    assert "FAIL" not in out
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("summary: 9 passed, 0 failed")
+
+
+def test_correctness_fails_clearly_without_preflight(tmp_path):
+    proc = run_script(["test_correctness.py"], cwd=copy_harness(tmp_path))
+    assert proc.returncode == 1
+    assert "FAIL  preflight" in proc.stdout and "tools/preflight.py not found" in proc.stdout
+    assert "PASS  reference dequant vs float64" in proc.stdout  # the other checks still run
+
+
+def test_correctness_fails_when_preflight_fails(tmp_path):
+    cwd = copy_harness(tmp_path, "import sys\nprint('stub preflight: FAILED')\nsys.exit(3)\n")
+    proc = run_script(["test_correctness.py"], cwd=cwd)
+    assert proc.returncode == 1
+    assert "stub preflight: FAILED" in proc.stdout and "FAIL  preflight" in proc.stdout and "exit code 3" in proc.stdout
+
+
+def test_correctness_fails_when_reference_is_wrong(tmp_path):
+    cwd = copy_harness(tmp_path, "import sys\nsys.exit(0)\n")
+    ref = cwd / "reference.py"
+    text = ref.read_text()
+    table = "0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,"
+    assert text.count(table) == 1
+    ref.write_text(text.replace(table, "0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0,"))  # +6.0 decoded as 5.0
+    proc = run_script(["test_correctness.py"], cwd=cwd)
+    assert proc.returncode == 1
+    assert "PASS  preflight" in proc.stdout
+    # only strict data contains the code for 6.0; the leaderboard's data cannot see this bug
+    assert proc.stdout.count("FAIL  reference dequant vs float64  strict") == 4
+    assert proc.stdout.count("PASS  reference dequant vs float64  leaderboard") == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# test_correctness.py's kernel path, driven on the CPU with stand-in kernels on small shapes
+# --------------------------------------------------------------------------------------------------
+SMALL_TASK = {
+    "tests": [{"m": 128, "n": 128, "k": 256, "l": 1, "seed": 1}, {"m": 256, "n": 128, "k": 512, "l": 2, "seed": 2}],
+    "benchmarks": [{"m": 128, "n": 256, "k": 256, "l": 1, "seed": 3, "sol_us": 1.0}],
+}
+
+
+def _writes_reference(data):
+    return data[9].copy_(reference.ref_kernel_dequant(data))
+
+
+def _high_codes_wrong(data):  # decodes FP4 codes 4..7 / 12..15 (|v| >= 2) wrongly in A
+    bad_a = (data[0].view(torch.uint8) & 0xBB).view(torch.float4_e2m1fn_x2)
+    return data[9].copy_(reference.ref_kernel_dequant((bad_a, *data[1:])))
+
+
+def _misses_last_row(data):
+    out = reference.ref_kernel_dequant(data)
+    data[9][:-1].copy_(out[:-1])
+    return data[9]
+
+
+def _raises(data):
+    raise RuntimeError("launch failed")
+
+
+def _run_kernel_path(kernel, capsys):
+    passed, failed = test_correctness.run_gpu_checks(SMALL_TASK, kernel=kernel)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == passed + failed == 5  # 2 tests x 2 generators + 1 benchmark shape
+    return passed, failed, lines
+
+
+def test_kernel_path_passes_a_correct_kernel(capsys):
+    passed, failed, lines = _run_kernel_path(_writes_reference, capsys)
+    assert (passed, failed) == (5, 0) and all(line.startswith("PASS") for line in lines)
+    assert any("bench 0 50 sets" in line for line in lines)
+
+
+def test_kernel_path_catches_unwritten_output(capsys):
+    passed, failed, lines = _run_kernel_path(_misses_last_row, capsys)
+    assert (passed, failed) == (0, 5)
+    passed, failed, lines = _run_kernel_path(lambda data: data[9], capsys)  # writes nothing: c stays NaN
+    assert (passed, failed) == (0, 5) and "nan" in lines[0]
+
+
+def test_kernel_path_strict_generator_catches_what_the_leaderboards_misses(capsys):
+    passed, failed, lines = _run_kernel_path(_high_codes_wrong, capsys)
+    assert (passed, failed) == (3, 2)
+    assert all(line.startswith("FAIL") for line in lines if " strict " in line)
+    assert all(line.startswith("PASS") for line in lines if " leaderboard " in line or "bench" in line)
+
+
+def test_kernel_path_reports_exceptions(capsys):
+    passed, failed, lines = _run_kernel_path(_raises, capsys)
+    assert (passed, failed) == (0, 5) and "RuntimeError: launch failed" in lines[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# test_benchmark.py
+# --------------------------------------------------------------------------------------------------
+def test_benchmark_no_gpu_message():
+    proc = run_script(["test_benchmark.py"])
+    assert proc.returncode == 2
+    assert "no CUDA GPU here" in proc.stderr and "--callable reference" in proc.stderr
+    proc = run_script(["test_benchmark.py", "--callable", "reference"])
+    assert proc.returncode == 2 and "no CUDA GPU here" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error; a CUDA GPU is visible")
+def test_benchmark_callable_needs_cuda():
+    with pytest.raises(RuntimeError, match="CUDA"):
+        test_benchmark.benchmark_callable(lambda d: d[9], 256, 4096, 7168, 1, 1111)
+
+
+def test_benchmark_stats_match_the_leaderboards_formula():
+    samples = [10.0, 12.0, 11.0, 15.0, 9.5]
+    stats = test_benchmark.calculate_stats(samples)
+    assert stats.runs == 5 and stats.mean == pytest.approx(statistics.mean(samples))
+    assert stats.std == pytest.approx(statistics.stdev(samples))  # n - 1 in the denominator
+    assert stats.err == pytest.approx(statistics.stdev(samples) / 5 ** 0.5)
+    assert (stats.best, stats.worst) == (9.5, 15.0)
+
+
+def test_benchmark_resolve_callable():
+    assert test_benchmark.resolve_callable("reference") == (reference.ref_kernel, "reference:ref_kernel")
+    assert test_benchmark.resolve_callable("reference:check_implementation")[0] is reference.check_implementation
+    with pytest.raises(ValueError, match="module:function"):
+        test_benchmark.resolve_callable("nonsense")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none visible)")
+def test_benchmark_times_the_reference_on_a_gpu():
+    stats = test_benchmark.benchmark_callable(test_benchmark.reference.ref_kernel, 256, 3072, 4096, 1, 1111,
+                                              max_repeats=3)
+    assert stats["runs"] == 3 and 0 < stats["best_us"] <= stats["mean_us"] <= stats["worst_us"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Plumbing: pyproject, README, setup.sh, .ci/run, .gitignore
+# --------------------------------------------------------------------------------------------------
+def test_pyproject():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    deps = project["project"]["dependencies"]
+    names = {d.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip() for d in deps}
+    assert {"torch", "nvidia-cutlass-dsl", "pyyaml", "apache-tvm-ffi"} <= names
+    assert any(d.startswith("pytest") for d in project["project"]["optional-dependencies"]["test"])
+    dsl = next(d for d in deps if d.startswith("nvidia-cutlass-dsl"))
+    specifiers = pytest.importorskip("packaging.specifiers")
+    spec = specifiers.SpecifierSet(dsl[len("nvidia-cutlass-dsl"):])
+    assert "4.3.5" in spec and "4.8.1" in spec and "5.0.0" not in spec
+    assert project["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
+
+
+def test_readme_has_the_two_commands():
+    readme = (REPO / "README.md").read_text()
+    assert README_CORRECTNESS in readme and README_TESTS in readme
+    assert "submission.py" in readme and "MEMORY.md" in readme and "skills/" in readme
+
+
+def test_shell_scripts_parse_and_ci_runs_the_readme_command():
+    for script in ("tools/setup.sh", ".ci/run"):
+        assert subprocess.run(["bash", "-n", str(REPO / script)]).returncode == 0, script
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci and README_TESTS in ci and "tools/preflight.py" in ci
+    setup = (REPO / "tools" / "setup.sh").read_text()
+    assert "--system-site-packages" in setup and "torch==2.13.0" in setup and "nvidia-cutlass-dsl==4.3.5" in setup
+
+
+def test_gitignore_covers_generated_files():
+    ignored = (REPO / ".gitignore").read_text().split()
+    for entry in (".venv/", "__pycache__/", "build/"):
+        assert entry in ignored
