@@ -319,13 +319,9 @@ class DualGemmKernel:
         The scales are read through the layout the permuted atoms imply (tile_atom_to_shape_SF); only
         their base addresses are taken from the caller.
         """
-        sfa = cute.make_tensor(
-            cute.recast_ptr(sfa_ptr, dtype=SF_DTYPE),
-            blockscaled_utils.tile_atom_to_shape_SF(a.shape, SF_VEC_SIZE),
-        )
-        sfb_layout = blockscaled_utils.tile_atom_to_shape_SF(b1.shape, SF_VEC_SIZE)
-        sfb1 = cute.make_tensor(cute.recast_ptr(sfb1_ptr, dtype=SF_DTYPE), sfb_layout)
-        sfb2 = cute.make_tensor(cute.recast_ptr(sfb2_ptr, dtype=SF_DTYPE), sfb_layout)
+        sfa = scale_view(sfa_ptr, a.shape)
+        sfb1 = scale_view(sfb1_ptr, b1.shape)
+        sfb2 = scale_view(sfb2_ptr, b2.shape)
 
         tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
         self._setup_tiles(tiled_mma, tiled_mma_sfb)
@@ -817,6 +813,18 @@ class DualGemmKernel:
         tTR_gC = thr_copy_t2r.partition_D(gC_epi)
         tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, ACC_DTYPE)
         return copy_t2r, thr_copy_t2r.partition_S(tAcc_epi), tTR_gC, tTR_rAcc
+
+
+def scale_view(atoms_ptr: cute.Pointer, operand_shape, dtype=SF_DTYPE) -> cute.Tensor:
+    """The scales of an (rows, K, L) operand as a (rows, K, L) tensor over the permuted 512-byte atoms.
+
+    Coordinate (i, kk, b) reads the scale of row i and K block kk // 16: NVIDIA's tile_atom_to_shape_SF
+    layout (stride 0 within a block), which is the [32, 4, rest_mn, 4, rest_k, L] atom order of FACTS §1.
+    """
+    return cute.make_tensor(
+        cute.recast_ptr(atoms_ptr, dtype=dtype),
+        blockscaled_utils.tile_atom_to_shape_SF(operand_shape, SF_VEC_SIZE),
+    )
 
 
 def _smem_field_ptr(field):

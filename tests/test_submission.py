@@ -8,6 +8,8 @@ compiles for sm_100a for every shape and config the package uses.
 import ast
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -221,3 +223,18 @@ def test_compile_for_every_task_shape_offline():
     for shape, launcher in launchers.items():
         assert launcher is S.compile_config(S.config_for(*shape)), "compile_config must cache per config"
     assert len({id(f) for f in launchers.values()}) == len({S.config_for(*s) for s in SHAPES})
+
+
+# ------------------------------------------------------------------ operand views, checked on any CUDA GPU
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (any arch) to run the view probe")
+def test_operand_views_match_the_leaderboard_layout_on_a_cuda_gpu():
+    """The views the kernel builds from the leaderboard's tensors address the right bytes (view_probe.py).
+
+    Runs in a subprocess compiled for the visible GPU's own arch: this session's CUTE_DSL_ARCH is
+    sm_100a for the offline compiles.
+    """
+    env = {key: value for key, value in os.environ.items() if key != "CUTE_DSL_ARCH"}
+    probe = os.path.join(ROOT, "tests", "view_probe.py")
+    result = subprocess.run([sys.executable, probe], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "views ok" in result.stdout
