@@ -18,7 +18,6 @@ TVM-FFI with the torch tensors themselves (FACTS.md section 5: ~5 us per call in
 Nothing but compiled kernels is kept between calls.
 """
 
-import os
 from dataclasses import dataclass
 from typing import NamedTuple, Tuple
 

@@ -41,7 +41,7 @@ def test_no_cuda_graphs():
 
 
 def test_one_file_imports_only_task_torch_cutlass_and_stdlib():
-    allowed = {"task", "torch", "cutlass", "tvm_ffi", "os", "dataclasses", "typing", "math"}
+    allowed = {"task", "torch", "cutlass", "tvm_ffi", "dataclasses", "typing"}
     tree = ast.parse(SOURCE)
     roots = set()
     for node in ast.walk(tree):
