@@ -4,7 +4,9 @@
 On an SM100 GPU (B200): every test case of task.yml with both input generators ("leaderboard" and "strict"),
 then the leaderboard's benchmark-mode check (50 input sets, seed += 42 each) on every benchmark shape. The
 output tensor c is filled with NaN before every call, so an element the kernel does not write fails.
-One line per case, then a summary; exit 0 only if every case passes.
+One line per case, then a summary; exit 0 only if every case passes. A case that runs longer than
+NVFP4_CASE_TIMEOUT_S (default 180 s; a deadlocked kernel never returns) ends the run with a traceback after
+its "...." line.
 
 Anywhere else the kernel cannot run. The script says why, then runs the offline checks:
   1. tools/preflight.py --quick: cross-compiles the kernel for sm_100a for every config the test and
@@ -16,6 +18,7 @@ Exit 0 only if both pass.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import subprocess
 import sys
@@ -34,6 +37,9 @@ from utils import clone_data, load_task, verbose_allclose  # noqa: E402
 
 PREFLIGHT = REPO / "tools" / "preflight.py"
 NUM_BENCHMARK_INPUT_SETS = 50
+# A kernel that deadlocks never returns control to Python: a watchdog thread (faulthandler's, which needs no
+# GIL) ends the process after this many seconds in one case, naming the case on the way out.
+CASE_TIMEOUT_S = float(os.environ.get("NVFP4_CASE_TIMEOUT_S", "180"))
 SELF_CHECK_SHAPES = ((128, 128, 256, 1), (256, 384, 512, 2), (384, 256, 1024, 1), (128, 256, 7168, 1))
 
 
@@ -149,7 +155,12 @@ def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
             return 0, 1
     passed = failed = 0
 
+    def watch(label):
+        print(f"....  {label}", flush=True)
+        faulthandler.dump_traceback_later(CASE_TIMEOUT_S, exit=True, file=sys.__stderr__)
+
     def report(ok, label, message, seconds):
+        faulthandler.cancel_dump_traceback_later()
         nonlocal passed, failed
         passed += ok
         failed += not ok
@@ -159,6 +170,7 @@ def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
     for idx, case in enumerate(task["tests"]):
         for mode in modes:
             label = f"test {idx:<2} {mode:<11} {_case_label(case)}"
+            watch(label)
             start = time.perf_counter()
             try:
                 data = reference.generate_input(**case, mode=mode)
@@ -169,6 +181,7 @@ def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
 
     for idx, case in enumerate(task["benchmarks"]):
         label = f"bench {idx} 50 sets     {_case_label(case, ' (seed+42*i)')}"
+        watch(label)
         start = time.perf_counter()
         try:
             ok, message = True, ""

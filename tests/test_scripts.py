@@ -5,6 +5,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import time
 import sys
 import tomllib
 from pathlib import Path
@@ -116,8 +117,10 @@ def _raises(data):
 
 def _run_kernel_path(kernel, capsys):
     passed, failed = test_correctness.run_gpu_checks(SMALL_TASK, kernel=kernel)
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    lines = [line for line in out if line.startswith(("PASS", "FAIL"))]
     assert len(lines) == passed + failed == 5  # 2 tests x 2 generators + 1 benchmark shape
+    assert len(out) == 2 * len(lines), "each case announces itself before it runs (the hang watchdog's marker)"
     return passed, failed, lines
 
 
@@ -139,6 +142,21 @@ def test_kernel_path_strict_generator_catches_what_the_leaderboards_misses(capsy
     assert (passed, failed) == (3, 2)
     assert all(line.startswith("FAIL") for line in lines if " strict " in line)
     assert all(line.startswith("PASS") for line in lines if " leaderboard " in line or "bench" in line)
+
+
+def test_kernel_path_ends_a_hung_case_and_names_it():
+    """A deadlocked kernel never returns: the watchdog ends the run and the last line names the case."""
+    code = (
+        "import time, test_correctness as t\n"
+        "t.CASE_TIMEOUT_S = 2\n"
+        f"t.run_gpu_checks({SMALL_TASK!r}, kernel=lambda data: time.sleep(120))\n"
+    )
+    start = time.monotonic()
+    proc = run_script(["-c", code], timeout=90)
+    assert time.monotonic() - start < 60
+    assert proc.returncode != 0
+    assert proc.stdout.strip().splitlines()[-1].startswith("....  test 0")
+    assert "Timeout" in proc.stderr
 
 
 def test_kernel_path_reports_exceptions(capsys):
