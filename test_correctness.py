@@ -4,6 +4,7 @@
 On an SM100 GPU (B200): every test case of task.yml with both input generators ("leaderboard" and "strict"),
 then the leaderboard's benchmark-mode check (50 input sets, seed += 42 each) on every benchmark shape. The
 output tensor c is filled with NaN before every call, so an element the kernel does not write fails.
+With --configs all, every config of submission.TUNE_SPACE then runs on every test case it can implement.
 One line per case, then a summary; exit 0 only if every case passes. A case that runs longer than
 NVFP4_CASE_TIMEOUT_S (default 180 s; a deadlocked kernel never returns) ends the run with a traceback after
 its "...." line.
@@ -238,10 +239,50 @@ def reference_self_check(shapes=SELF_CHECK_SHAPES, device=None) -> tuple[int, in
     return passed, failed
 
 
+def config_kernel(config):
+    """custom_kernel with its config forced to `config` (the tune space check); same checks first."""
+    import submission
+
+    def run(data):
+        submission.check_inputs(data)
+        launch = submission.compile_config(config)
+        launch(data[0], data[1], data[2], data[6], data[7], data[8], data[9])
+        return data[9]
+
+    return run
+
+
+def tasks_per_config(task, configs):
+    """(config, the test cases it can implement) for each config; benchmarks are left to tools/tune.py."""
+    from submission import DualGemmKernel
+
+    out = []
+    for config in configs:
+        tests = [c for c in task["tests"] if DualGemmKernel.can_implement(config, c["m"], c["n"], c["k"], c["l"])[0]]
+        out.append((config, {"tests": tests, "benchmarks": []}))
+    return out
+
+
+def run_tune_space_checks(task) -> tuple[int, int]:
+    """Every config of submission.TUNE_SPACE on every test case it can implement, both generators."""
+    import submission
+
+    passed = failed = 0
+    for config, sub_task in tasks_per_config(task, submission.TUNE_SPACE):
+        print(f"---- config {config.name}: {len(sub_task['tests'])} test shapes", flush=True)
+        p, f = run_gpu_checks(sub_task, kernel=config_kernel(config))
+        passed += p
+        failed += f
+    return passed, failed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default=str(REPO / "task.yml"), help="task file with the shapes (default: task.yml)")
     parser.add_argument("--offline", action="store_true", help="run the offline checks even on an SM100 GPU")
+    parser.add_argument("--configs", choices=("default", "all"), default="default",
+                        help="default: custom_kernel as submitted; all: also every TUNE_SPACE config on every test "
+                             "shape it can implement (after a kernel change; the tuner covers benchmark shapes)")
     args = parser.parse_args(argv)
 
     task = load_task(args.task)
@@ -250,6 +291,9 @@ def main(argv=None) -> int:
     if on_sm100 and not args.offline:
         print(f"device: {where}")
         passed, failed = run_gpu_checks(task)
+        if args.configs == "all":
+            p, f = run_tune_space_checks(task)
+            passed, failed = passed + p, failed + f
         print(f"summary: {passed} passed, {failed} failed ({time.perf_counter() - start:.0f} s)")
         return 0 if failed == 0 and passed > 0 else 1
 

@@ -20,6 +20,7 @@ if str(REPO) not in sys.path:
 import reference  # noqa: E402
 import test_benchmark  # noqa: E402
 import test_correctness  # noqa: E402
+from utils import load_task  # noqa: E402
 
 README_CORRECTNESS = "bash tools/setup.sh && .venv/bin/python test_correctness.py"
 README_TESTS = "bash tools/setup.sh && .venv/bin/python -m pytest -q"
@@ -239,3 +240,26 @@ def test_gitignore_covers_generated_files():
     ignored = (REPO / ".gitignore").read_text().split()
     for entry in (".venv/", "__pycache__/", "build/"):
         assert entry in ignored
+
+
+def test_tune_space_check_covers_every_config_on_the_shapes_it_can_implement():
+    import submission
+
+    per_config = test_correctness.tasks_per_config(load_task(REPO / "task.yml"), submission.TUNE_SPACE)
+    assert [config for config, _ in per_config] == list(submission.TUNE_SPACE)
+    for config, sub_task in per_config:
+        assert sub_task["tests"], f"{config.name} would be checked on no test shape"
+        for case in sub_task["tests"]:
+            assert submission.DualGemmKernel.can_implement(config, case["m"], case["n"], case["k"], case["l"])[0]
+
+
+def test_config_kernel_forces_the_config_and_writes_c(monkeypatch):
+    import submission
+
+    launched = []
+    monkeypatch.setattr(submission, "check_inputs", lambda data: (128, 128, 256, 1))
+    monkeypatch.setattr(submission, "compile_config", lambda cfg: lambda *ts: launched.append((cfg, ts)))
+    config = submission.TUNE_SPACE[-1]
+    data = reference.generate_input(128, 128, 256, 1, seed=5, device="cpu")
+    assert test_correctness.config_kernel(config)(data) is data[9]
+    assert launched[0][0] == config and launched[0][1][3] is data[6] and launched[0][1][6] is data[9]
