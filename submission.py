@@ -620,10 +620,7 @@ class DualGemmKernel:
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
-            tile_sched = utils.StaticPersistentTileScheduler.create(
-                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-            )
-            work_tile = tile_sched.initial_work_tile_info()
+            tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
@@ -678,10 +675,7 @@ class DualGemmKernel:
             s2t_sfb1 = self._s2t_copy_and_partition(sSFB1, tCtSFB1)
             s2t_sfb2 = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
 
-            tile_sched = utils.StaticPersistentTileScheduler.create(
-                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-            )
-            work_tile = tile_sched.initial_work_tile_info()
+            tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
             acc_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_acc_stage)
             while work_tile.is_valid_tile:
@@ -744,10 +738,7 @@ class DualGemmKernel:
             tTR_rC = cute.make_rmem_tensor(tTR_rAcc1.shape, C_DTYPE)
             store_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128)
 
-            tile_sched = utils.StaticPersistentTileScheduler.create(
-                tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-            )
-            work_tile = tile_sched.initial_work_tile_info()
+            tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
@@ -772,6 +763,14 @@ class DualGemmKernel:
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
+
+    @staticmethod
+    def _first_work_tile(tile_sched_params):
+        """Each role walks the same static persistent schedule: its own scheduler, this CTA's first tile."""
+        tile_sched = utils.StaticPersistentTileScheduler.create(
+            tile_sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+        )
+        return tile_sched, tile_sched.initial_work_tile_info()
 
     @staticmethod
     def _mma_tile_coord(cta_tile_coord, tiled_mma):
