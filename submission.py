@@ -61,6 +61,17 @@ L2_EVICT_FIRST = 0x12F0000000000000
 ROWS_OF_M_TILE, ROWS_OF_N_TILE, ROWS_OF_SFB_TILE = 0, 1, 2
 
 
+class SmemRing(NamedTuple):
+    """The staged shared-memory operand tiles: (MMA, MMA_MN, MMA_K, STAGE) each."""
+
+    sA: object
+    sB1: object
+    sB2: object
+    sSFA: object
+    sSFB1: object
+    sSFB2: object
+
+
 class TmaLoad(NamedTuple):
     """One operand of the shared-memory ring, as the TMA warp issues it each k-tile."""
 
@@ -498,9 +509,6 @@ class DualGemmKernel:
         use_2cta = cute.size(tiled_mma.thr_id.shape) == 2
         bidx = cute.arch.block_idx()[0]
         is_leader_cta = bidx % cute.size(tiled_mma.thr_id.shape) == 0
-        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cta_coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank_in_cluster)
-        cta_coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
 
         # ---- barriers: smem ring (TMA -> MMA), accumulators (MMA -> epilogue), tensor memory
         smem = utils.SmemAllocator()
@@ -535,79 +543,20 @@ class DualGemmKernel:
         )
         pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
 
-        # ---- shared-memory ring
-        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
-        sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
-        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
-        sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
-        sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
-        sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
-
-        a_mcast_mask = None
-        b_mcast_mask = None
-        sfb_mcast_mask = None
-        if cutlass.const_expr(self.is_a_mcast or self.is_b_mcast or use_2cta):
-            a_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=2)
-            b_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=1)
-            sfb_mcast_mask = cpasync.create_tma_multicast_mask(
-                cluster_layout_sfb_vmnk, cta_coord_sfb_vmnk, mcast_mode=1
-            )
-
-        # ---- global tiles, partitioned for the MMA and for TMA
-        tiler_mk = cute.slice_(self.mma_tiler, (None, 0, None))
-        tiler_nk = cute.slice_(self.mma_tiler, (0, None, None))
-        tiler_sfb_nk = cute.slice_(self.mma_tiler_sfb, (0, None, None))
-        # (bM, bK, RestM, RestK, RestL) / (bN, bK, RestN, RestK, RestL)
-        gA_mkl = cute.local_tile(mA_mkl, tiler_mk, (None, None, None))
-        gB1_nkl = cute.local_tile(mB1_nkl, tiler_nk, (None, None, None))
-        gB2_nkl = cute.local_tile(mB2_nkl, tiler_nk, (None, None, None))
-        gSFA_mkl = cute.local_tile(mSFA_mkl, tiler_mk, (None, None, None))
-        gSFB1_nkl = cute.local_tile(mSFB1_nkl, tiler_sfb_nk, (None, None, None))
-        gSFB2_nkl = cute.local_tile(mSFB2_nkl, tiler_sfb_nk, (None, None, None))
-        gC_mnl = cute.local_tile(mC_mnl, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
-        k_tile_cnt = cute.size(gA_mkl, mode=[3])
-
-        thr_mma = tiled_mma.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
-        thr_mma_sfb = tiled_mma_sfb.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
-        tCgC = thr_mma.partition_C(gC_mnl)
-
-        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
-        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
-        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
-
-        def tma_partition(atom, cta_coord, cta_layout, s, g, is_scale):
-            ts, tg = cpasync.tma_partition(
-                atom, cta_coord, cta_layout, cute.group_modes(s, 0, 3), cute.group_modes(g, 0, 3)
-            )
-            if cutlass.const_expr(is_scale):
-                ts, tg = cute.filter_zeros(ts), cute.filter_zeros(tg)
-            return ts, tg
-
-        tAsA, tAgA = tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, thr_mma.partition_A(gA_mkl), False)
-        tBsB1, tBgB1 = tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, thr_mma.partition_B(gB1_nkl), False)
-        tBsB2, tBgB2 = tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, thr_mma.partition_B(gB2_nkl), False)
-        tAsSFA, tAgSFA = tma_partition(
-            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout, sSFA, thr_mma.partition_A(gSFA_mkl), True
+        ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
+            storage,
+            tiled_mma,
+            tiled_mma_sfb,
+            tma_atoms,
+            (mA_mkl, mB1_nkl, mB2_nkl, mSFA_mkl, mSFB1_nkl, mSFB2_nkl, mC_mnl),
+            cluster_layout_vmnk,
+            cluster_layout_sfb_vmnk,
+            a_smem_layout_staged,
+            b_smem_layout_staged,
+            sfa_smem_layout_staged,
+            sfb_smem_layout_staged,
         )
-        tBsSFB1, tBgSFB1 = tma_partition(
-            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB1, thr_mma_sfb.partition_B(gSFB1_nkl), True
-        )
-        tBsSFB2, tBgSFB2 = tma_partition(
-            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, thr_mma_sfb.partition_B(gSFB2_nkl), True
-        )
-        # B tiles are read by only M / 128 CTAs, A tiles by N / tile_N of them: let B leave L2 first.
-        b_policy = None
-        if cutlass.const_expr(self.config.b_evict_first):
-            # Materialized as an IR value: DSL 4.3 accepts no Python constant for cache_policy.
-            b_policy = cutlass.Int64(cutlass.Int64(L2_EVICT_FIRST).ir_value())
-        loads = (
-            TmaLoad(tma_atom_a, tAsA, tAgA, a_mcast_mask, ROWS_OF_M_TILE, None),
-            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
-            TmaLoad(tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
-            TmaLoad(tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, ROWS_OF_M_TILE, None),
-            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
-            TmaLoad(tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
-        )
+        sA, sB1, sB2, sSFA, sSFB1, sSFB2 = ring
 
         # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1
         tCrA = tiled_mma.make_fragment_A(sA)
@@ -624,9 +573,7 @@ class DualGemmKernel:
             ab_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
-                # A 64-wide N tile takes its scales from half of a 128-row SFB atom tile.
-                sfb_n = tile_n // 2 if cutlass.const_expr(self.cta_tile_mn[1] == 64) else tile_n
-                row_tiles = (tile_m, tile_n, sfb_n)  # indexed by TmaLoad.rows
+                row_tiles = self._load_rows(tile_m, tile_n)
                 srcs = [load.gmem[(None, row_tiles[load.rows], None, tile_l)] for load in loads]
 
                 ab_producer_state.reset_count()
@@ -763,6 +710,116 @@ class DualGemmKernel:
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
+
+    def _ring_and_loads(
+        self,
+        storage,
+        tiled_mma: cute.TiledMma,
+        tiled_mma_sfb: cute.TiledMma,
+        tma_atoms,
+        operands,
+        cluster_layout_vmnk: cute.Layout,
+        cluster_layout_sfb_vmnk: cute.Layout,
+        a_smem_layout_staged: cute.ComposedLayout,
+        b_smem_layout_staged: cute.ComposedLayout,
+        sfa_smem_layout_staged: cute.Layout,
+        sfb_smem_layout_staged: cute.Layout,
+    ):
+        """The shared-memory ring and the six TMA loads that fill it (device side).
+
+        tma_atoms and operands are in the order A, B1, B2, SFA, SFB1, SFB2 (operands also end with C).
+        Returns (ring, loads, k_tile_cnt, tCgC): the staged smem tensors, one TmaLoad per operand, the
+        number of k-tiles, and this CTA's MMA partition of C. tests/tma_probe.py runs it on any TMA GPU.
+        """
+        tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2 = tma_atoms
+        mA_mkl, mB1_nkl, mB2_nkl, mSFA_mkl, mSFB1_nkl, mSFB2_nkl, mC_mnl = operands
+        use_2cta = cute.size(tiled_mma.thr_id.shape) == 2
+        bidx = cute.arch.block_idx()[0]
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cta_coord_vmnk = cluster_layout_vmnk.get_flat_coord(cta_rank_in_cluster)
+        cta_coord_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
+
+        sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
+        sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
+        sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
+        sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
+
+        a_mcast_mask = None
+        b_mcast_mask = None
+        sfb_mcast_mask = None
+        if cutlass.const_expr(self.is_a_mcast or self.is_b_mcast or use_2cta):
+            a_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=2)
+            b_mcast_mask = cpasync.create_tma_multicast_mask(cluster_layout_vmnk, cta_coord_vmnk, mcast_mode=1)
+            sfb_mcast_mask = cpasync.create_tma_multicast_mask(
+                cluster_layout_sfb_vmnk, cta_coord_sfb_vmnk, mcast_mode=1
+            )
+
+        # ---- global tiles, partitioned for the MMA and for TMA
+        tiler_mk = cute.slice_(self.mma_tiler, (None, 0, None))
+        tiler_nk = cute.slice_(self.mma_tiler, (0, None, None))
+        tiler_sfb_nk = cute.slice_(self.mma_tiler_sfb, (0, None, None))
+        # (bM, bK, RestM, RestK, RestL) / (bN, bK, RestN, RestK, RestL)
+        gA_mkl = cute.local_tile(mA_mkl, tiler_mk, (None, None, None))
+        gB1_nkl = cute.local_tile(mB1_nkl, tiler_nk, (None, None, None))
+        gB2_nkl = cute.local_tile(mB2_nkl, tiler_nk, (None, None, None))
+        gSFA_mkl = cute.local_tile(mSFA_mkl, tiler_mk, (None, None, None))
+        gSFB1_nkl = cute.local_tile(mSFB1_nkl, tiler_sfb_nk, (None, None, None))
+        gSFB2_nkl = cute.local_tile(mSFB2_nkl, tiler_sfb_nk, (None, None, None))
+        gC_mnl = cute.local_tile(mC_mnl, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        k_tile_cnt = cute.size(gA_mkl, mode=[3])
+
+        thr_mma = tiled_mma.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
+        thr_mma_sfb = tiled_mma_sfb.get_slice(bidx % cute.size(tiled_mma.thr_id.shape))
+        tCgC = thr_mma.partition_C(gC_mnl)
+
+        a_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, 0, None, 0)).shape)
+        b_cta_layout = cute.make_layout(cute.slice_(cluster_layout_vmnk, (0, None, 0, 0)).shape)
+        sfb_cta_layout = cute.make_layout(cute.slice_(cluster_layout_sfb_vmnk, (0, None, 0, 0)).shape)
+
+        def tma_partition(atom, cta_coord, cta_layout, s, g, is_scale):
+            ts, tg = cpasync.tma_partition(
+                atom, cta_coord, cta_layout, cute.group_modes(s, 0, 3), cute.group_modes(g, 0, 3)
+            )
+            if cutlass.const_expr(is_scale):
+                ts, tg = cute.filter_zeros(ts), cute.filter_zeros(tg)
+            return ts, tg
+
+        tAsA, tAgA = tma_partition(tma_atom_a, cta_coord_vmnk[2], a_cta_layout, sA, thr_mma.partition_A(gA_mkl), False)
+        tBsB1, tBgB1 = tma_partition(tma_atom_b1, cta_coord_vmnk[1], b_cta_layout, sB1, thr_mma.partition_B(gB1_nkl), False)
+        tBsB2, tBgB2 = tma_partition(tma_atom_b2, cta_coord_vmnk[1], b_cta_layout, sB2, thr_mma.partition_B(gB2_nkl), False)
+        tAsSFA, tAgSFA = tma_partition(
+            tma_atom_sfa, cta_coord_vmnk[2], a_cta_layout, sSFA, thr_mma.partition_A(gSFA_mkl), True
+        )
+        tBsSFB1, tBgSFB1 = tma_partition(
+            tma_atom_sfb1, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB1, thr_mma_sfb.partition_B(gSFB1_nkl), True
+        )
+        tBsSFB2, tBgSFB2 = tma_partition(
+            tma_atom_sfb2, cta_coord_sfb_vmnk[1], sfb_cta_layout, sSFB2, thr_mma_sfb.partition_B(gSFB2_nkl), True
+        )
+        # B tiles are read by only M / 128 CTAs, A tiles by N / tile_N of them: let B leave L2 first.
+        b_policy = None
+        if cutlass.const_expr(self.config.b_evict_first):
+            # Materialized as an IR value: DSL 4.3 accepts no Python constant for cache_policy.
+            b_policy = cutlass.Int64(cutlass.Int64(L2_EVICT_FIRST).ir_value())
+        loads = (
+            TmaLoad(tma_atom_a, tAsA, tAgA, a_mcast_mask, ROWS_OF_M_TILE, None),
+            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
+            TmaLoad(tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
+            TmaLoad(tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, ROWS_OF_M_TILE, None),
+            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
+            TmaLoad(tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
+        )
+
+        ring = SmemRing(sA, sB1, sB2, sSFA, sSFB1, sSFB2)
+        return ring, loads, k_tile_cnt, tCgC
+
+    def _load_rows(self, tile_m, tile_n):
+        """Tile index selecting each TmaLoad's rows (by TmaLoad.rows) for MMA tile (tile_m, tile_n)."""
+        # A 64-wide N tile takes its scales from half of a 128-row SFB atom tile.
+        sfb_n = tile_n // 2 if cutlass.const_expr(self.cta_tile_mn[1] == 64) else tile_n
+        return (tile_m, tile_n, sfb_n)
 
     @staticmethod
     def _first_work_tile(tile_sched_params):

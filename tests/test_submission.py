@@ -226,15 +226,24 @@ def test_compile_for_every_task_shape_offline():
 
 
 # ------------------------------------------------------------------ operand views, checked on any CUDA GPU
+def _run_probe(name: str) -> str:
+    """Run tests/<name> in a subprocess compiled for the visible GPU's own arch (this session's
+    CUTE_DSL_ARCH is sm_100a for the offline compiles); return its stdout."""
+    env = {key: value for key, value in os.environ.items() if key != "CUTE_DSL_ARCH"}
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", name)], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (any arch) to run the view probe")
 def test_operand_views_match_the_leaderboard_layout_on_a_cuda_gpu():
-    """The views the kernel builds from the leaderboard's tensors address the right bytes (view_probe.py).
+    """The views the kernel builds from the leaderboard's tensors address the right bytes (view_probe.py)."""
+    assert "views ok" in _run_probe("view_probe.py")
 
-    Runs in a subprocess compiled for the visible GPU's own arch: this session's CUTE_DSL_ARCH is
-    sm_100a for the offline compiles.
-    """
-    env = {key: value for key, value in os.environ.items() if key != "CUTE_DSL_ARCH"}
-    probe = os.path.join(ROOT, "tests", "view_probe.py")
-    result = subprocess.run([sys.executable, probe], env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "views ok" in result.stdout
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="needs a GPU with TMA (sm_90 or newer) to run the TMA probe")
+def test_tma_loads_fetch_the_right_tiles_on_a_tma_gpu():
+    """The kernel's own TMA loads put the expected tile of each operand into the ring (tma_probe.py)."""
+    assert "tma ok" in _run_probe("tma_probe.py")
