@@ -72,6 +72,17 @@ class SmemRing(NamedTuple):
     sSFB2: object
 
 
+class EpilogueViews(NamedTuple):
+    """What the epilogue warps use, per thread (DualGemmKernel._epilogue_views)."""
+
+    copy_t2r: object  # tcgen05.ld tiled copy, tensor memory -> registers
+    thr_copy_t2r: object  # its slice for this thread
+    tAcc: object  # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, ACC): accumulator fragments in tensor memory
+    gC: object  # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, RestM, RestN, RestL): the matching elements of C
+    fragment_shape: object  # one subtile's register fragment
+    store: object  # 16-byte register -> global store atom
+
+
 class TmaLoad(NamedTuple):
     """One operand of the shared-memory ring, as the TMA warp issues it each k-tile."""
 
@@ -680,26 +691,25 @@ class DualGemmKernel:
             acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
 
-            copy_t2r, tTR_tAcc_base, tTR_gC_base, tTR_rAcc1 = self._epilogue_partition(tidx, tCtAcc_base, tCgC)
-            tTR_rAcc2 = cute.make_rmem_tensor(tTR_rAcc1.shape, ACC_DTYPE)
-            tTR_rC = cute.make_rmem_tensor(tTR_rAcc1.shape, C_DTYPE)
-            store_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128)
+            epi = self._epilogue_views(tidx, tCtAcc_base, tCgC)
+            tTR_rAcc1 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+            tTR_rAcc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+            tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
-                # (T2R, T2R_M, T2R_N, EPI_N)
-                tTR_gC = tTR_gC_base[(None, None, None, 0, None, tile_m, tile_n, tile_l)]
-                tTR_tAcc1 = tTR_tAcc_base[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
-                tTR_tAcc2 = tTR_tAcc_base[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
+                tTR_gC = self._c_tile(epi, tile_m, tile_n, tile_l)
+                tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
+                tTR_tAcc2 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
                 acc_pipeline.consumer_wait(acc_consumer_state)
                 for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
-                    cute.copy(copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
-                    cute.copy(copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
+                    cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
+                    cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
                     silu_mul_(tTR_rAcc1, tTR_rAcc2)
                     tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
-                    cute.copy(store_atom, tTR_rC, tTR_gC[(None, None, None, subtile)])
+                    cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
                 # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(acc_consumer_state)
@@ -849,7 +859,7 @@ class DualGemmKernel:
         src = tcgen05.get_s2t_smem_desc_tensor(copy_s2t, thr_copy.partition_S(tCsSF_compact))
         return copy_s2t, src, thr_copy.partition_D(tCtSF_compact)
 
-    def _epilogue_partition(self, tidx, tAcc: cute.Tensor, tCgC: cute.Tensor):
+    def _epilogue_views(self, tidx, tAcc: cute.Tensor, tCgC: cute.Tensor) -> "EpilogueViews":
         """Tensor-memory load atom and the matching per-thread views of the accumulators and of C."""
         copy_atom_t2r = sm100_utils.get_tmem_load_op(
             (*self.cta_tile_mn, K_TILE),
@@ -866,8 +876,19 @@ class DualGemmKernel:
         # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
         gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], self.epi_tile)
         tTR_gC = thr_copy_t2r.partition_D(gC_epi)
-        tTR_rAcc = cute.make_rmem_tensor(tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, ACC_DTYPE)
-        return copy_t2r, thr_copy_t2r.partition_S(tAcc_epi), tTR_gC, tTR_rAcc
+        return EpilogueViews(
+            copy_t2r=copy_t2r,
+            thr_copy_t2r=thr_copy_t2r,
+            tAcc=thr_copy_t2r.partition_S(tAcc_epi),
+            gC=tTR_gC,
+            fragment_shape=tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape,
+            store=cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128),
+        )
+
+    @staticmethod
+    def _c_tile(epi: "EpilogueViews", tile_m, tile_n, tile_l):
+        """(T2R, T2R_M, T2R_N, EPI_N): this thread's part of MMA tile (tile_m, tile_n) of C, per subtile."""
+        return epi.gC[(None, None, None, 0, None, tile_m, tile_n, tile_l)]
 
 
 def scale_view(atoms_ptr: cute.Pointer, operand_shape, dtype=SF_DTYPE) -> cute.Tensor:

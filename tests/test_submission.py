@@ -242,6 +242,12 @@ def test_operand_views_match_the_leaderboard_layout_on_a_cuda_gpu():
     assert "views ok" in _run_probe("view_probe.py")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (any arch) to run the epilogue probe")
+def test_epilogue_stores_each_accumulator_element_where_c_needs_it_on_a_cuda_gpu():
+    """The epilogue's C views and stores, over the persistent tile loop, place every element (epilogue_probe.py)."""
+    assert "epilogue ok" in _run_probe("epilogue_probe.py")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
                     reason="needs a GPU with TMA (sm_90 or newer) to run the TMA probe")
 def test_tma_loads_fetch_the_right_tiles_on_a_tma_gpu():
