@@ -25,55 +25,19 @@ import cutlass.utils as utils  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
-from tools.dispatch_probe import admit_this_gpu_for_host_side  # noqa: E402
+from tools.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side  # noqa: E402
 
 M, N, K, L = 2048, 1280, 256, 1
 
 
-class EpilogueProbe(S.DualGemmKernel):
-    @cute.kernel
-    def kernel(
-        self,
-        tiled_mma: cute.TiledMma,
-        tiled_mma_sfb: cute.TiledMma,
-        tma_atom_a: cute.CopyAtom,
-        mA_mkl: cute.Tensor,
-        tma_atom_b1: cute.CopyAtom,
-        mB1_nkl: cute.Tensor,
-        tma_atom_b2: cute.CopyAtom,
-        mB2_nkl: cute.Tensor,
-        tma_atom_sfa: cute.CopyAtom,
-        mSFA_mkl: cute.Tensor,
-        tma_atom_sfb1: cute.CopyAtom,
-        mSFB1_nkl: cute.Tensor,
-        tma_atom_sfb2: cute.CopyAtom,
-        mSFB2_nkl: cute.Tensor,
-        mC_mnl: cute.Tensor,
-        cluster_layout_vmnk: cute.Layout,
-        cluster_layout_sfb_vmnk: cute.Layout,
-        a_smem_layout_staged: cute.ComposedLayout,
-        b_smem_layout_staged: cute.ComposedLayout,
-        sfa_smem_layout_staged: cute.Layout,
-        sfb_smem_layout_staged: cute.Layout,
-        tile_sched_params: utils.PersistentTileSchedulerParams,
-    ):
+class EpilogueProbe(DeviceStub):
+    @cute.jit
+    def body(self, args: KernelArgs):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
-        smem = utils.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
-            storage,
-            tiled_mma,
-            tiled_mma_sfb,
-            (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2),
-            (mA_mkl, mB1_nkl, mB2_nkl, mSFA_mkl, mSFB1_nkl, mSFB2_nkl, mC_mnl),
-            cluster_layout_vmnk,
-            cluster_layout_sfb_vmnk,
-            a_smem_layout_staged,
-            b_smem_layout_staged,
-            sfa_smem_layout_staged,
-            sfb_smem_layout_staged,
-        )
+        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(storage, args)
+        tiled_mma = args.tiled_mma
         # The accumulator views as the kernel builds them (a tensor-memory layout; never read here).
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
         tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
@@ -84,7 +48,7 @@ class EpilogueProbe(S.DualGemmKernel):
                 cute.flat_divide(cute.make_identity_tensor(self.cta_tile_mn), self.epi_tile)
             )
             tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, S.C_DTYPE)
-            tile_sched, work_tile = self._first_work_tile(tile_sched_params)
+            tile_sched, work_tile = self._first_work_tile(args.tile_sched_params)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
                 tTR_gC = self._c_tile(epi, tile_m, tile_n, tile_l)

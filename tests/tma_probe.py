@@ -26,7 +26,7 @@ import cutlass.utils as utils  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
-from tools.dispatch_probe import admit_this_gpu_for_host_side  # noqa: E402
+from tools.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side  # noqa: E402
 
 M, N, K, L = 256, 512, 512, 1
 K_TILE_INDEX = 1  # the second k-tile: a wrong K offset shows
@@ -34,52 +34,15 @@ TILE = (1, 3)  # (M tile, N tile): odd N tile, so a 64-wide tile reads the upper
 NAMES = ("A", "B1", "B2", "SFA", "SFB1", "SFB2")  # ring order, as in TmaLoad
 
 
-class TmaProbe(S.DualGemmKernel):
-    @cute.kernel
-    def kernel(
-        self,
-        tiled_mma: cute.TiledMma,
-        tiled_mma_sfb: cute.TiledMma,
-        tma_atom_a: cute.CopyAtom,
-        mA_mkl: cute.Tensor,
-        tma_atom_b1: cute.CopyAtom,
-        mB1_nkl: cute.Tensor,
-        tma_atom_b2: cute.CopyAtom,
-        mB2_nkl: cute.Tensor,
-        tma_atom_sfa: cute.CopyAtom,
-        mSFA_mkl: cute.Tensor,
-        tma_atom_sfb1: cute.CopyAtom,
-        mSFB1_nkl: cute.Tensor,
-        tma_atom_sfb2: cute.CopyAtom,
-        mSFB2_nkl: cute.Tensor,
-        mC_mnl: cute.Tensor,
-        cluster_layout_vmnk: cute.Layout,
-        cluster_layout_sfb_vmnk: cute.Layout,
-        a_smem_layout_staged: cute.ComposedLayout,
-        b_smem_layout_staged: cute.ComposedLayout,
-        sfa_smem_layout_staged: cute.Layout,
-        sfb_smem_layout_staged: cute.Layout,
-        tile_sched_params: utils.PersistentTileSchedulerParams,
-    ):
+class TmaProbe(DeviceStub):
+    @cute.jit
+    def body(self, args: KernelArgs):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
-        smem = utils.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        tma_atoms = (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2)
-        ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
-            storage,
-            tiled_mma,
-            tiled_mma_sfb,
-            tma_atoms,
-            (mA_mkl, mB1_nkl, mB2_nkl, mSFA_mkl, mSFB1_nkl, mSFB2_nkl, mC_mnl),
-            cluster_layout_vmnk,
-            cluster_layout_sfb_vmnk,
-            a_smem_layout_staged,
-            b_smem_layout_staged,
-            sfa_smem_layout_staged,
-            sfb_smem_layout_staged,
-        )
-        tile_sched, work_tile = self._first_work_tile(tile_sched_params)
+        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(storage, args)
+        tiled_mma, mC_mnl = args.tiled_mma, args.mC_mnl
+        tile_sched, work_tile = self._first_work_tile(args.tile_sched_params)
         tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
         row_tiles = self._load_rows(tile_m, tile_n)
         # Every CTA loads its first tile's k-tile into stage 0; the CTA on TILE dumps it.

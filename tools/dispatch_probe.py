@@ -26,42 +26,9 @@ import torch  # noqa: E402
 
 import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
-import cutlass.utils as utils  # noqa: E402
 
 import submission as S  # noqa: E402
-
-
-class StubDualGemmKernel(S.DualGemmKernel):
-    """The real host side (__call__) with a device body that only claims the shared storage."""
-
-    @cute.kernel
-    def kernel(
-        self,
-        tiled_mma: cute.TiledMma,
-        tiled_mma_sfb: cute.TiledMma,
-        tma_atom_a: cute.CopyAtom,
-        mA_mkl: cute.Tensor,
-        tma_atom_b1: cute.CopyAtom,
-        mB1_nkl: cute.Tensor,
-        tma_atom_b2: cute.CopyAtom,
-        mB2_nkl: cute.Tensor,
-        tma_atom_sfa: cute.CopyAtom,
-        mSFA_mkl: cute.Tensor,
-        tma_atom_sfb1: cute.CopyAtom,
-        mSFB1_nkl: cute.Tensor,
-        tma_atom_sfb2: cute.CopyAtom,
-        mSFB2_nkl: cute.Tensor,
-        mC_mnl: cute.Tensor,
-        cluster_layout_vmnk: cute.Layout,
-        cluster_layout_sfb_vmnk: cute.Layout,
-        a_smem_layout_staged: cute.ComposedLayout,
-        b_smem_layout_staged: cute.ComposedLayout,
-        sfa_smem_layout_staged: cute.Layout,
-        sfb_smem_layout_staged: cute.Layout,
-        tile_sched_params: utils.PersistentTileSchedulerParams,
-    ):
-        smem = utils.SmemAllocator()
-        smem.allocate(self.shared_storage)
+from tools.device_stub import DeviceStub, admit_this_gpu_for_host_side  # noqa: E402
 
 
 class EmptyHost:
@@ -77,31 +44,7 @@ class EmptyHost:
         self.kernel(c).launch(grid=[S.SM_COUNT, 1, 1], block=[S.DualGemmKernel.THREADS_PER_CTA, 1, 1])
 
 
-def admit_this_gpu_for_host_side():
-    """Let SM100-only op descriptions be built on this GPU's arch.
-
-    The host side only uses the ops' layouts (TMA boxes, tensor-memory shapes); the stub device body
-    emits none of their instructions, so nothing SM100-specific reaches the cubin.
-    """
-    import inspect
-
-    from cutlass.cutlass_dsl import BaseDSL
-    import cutlass.cute.nvgpu as nvgpu
-
-    arch = BaseDSL._get_dsl().get_arch_enum()
-    seen = set()
-    for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith(nvgpu.__name__):
-            continue
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            archs = cls.__dict__.get("admissible_archs")
-            if isinstance(archs, list) and id(archs) not in seen and arch not in archs:
-                archs.append(arch)
-                seen.add(id(archs))
-    return arch, len(seen)
-
-
-class StubScalePointers(StubDualGemmKernel):
+class StubScalePointers(DeviceStub):
     """Experiment: scales passed as raw device addresses (ints) instead of tensors."""
 
     @cute.jit
@@ -191,7 +134,7 @@ def main():
 
     # 1. submission.custom_kernel exactly, with the stub launcher compiled through TVM-FFI.
     t0 = time.perf_counter()
-    stub = cute.compile(StubDualGemmKernel(config), *S._fake_operands(), options="--enable-tvm-ffi")
+    stub = cute.compile(DeviceStub(config), *S._fake_operands(), options="--enable-tvm-ffi")
     print(f"compile (tvm-ffi, stub device body): {time.perf_counter() - t0:.2f} s", flush=True)
     S._launchers[c.shape] = stub
     record("custom_kernel (TVM-FFI launcher, stub body)", lambda: S.custom_kernel(data), config.name)
@@ -206,7 +149,7 @@ def main():
            lambda: ptr_stub(a, b1, b2, sfa.data_ptr(), sfb1.data_ptr(), sfb2.data_ptr(), c))
 
     # 2. Fallback without apache-tvm-ffi: raw pointers through the DSL's own argument conversion.
-    fallback = S._pointer_launcher(StubDualGemmKernel(config))
+    fallback = S._pointer_launcher(DeviceStub(config))
     record("fallback launcher (no TVM-FFI: make_ptr x7 + sizes)", lambda: fallback(a, b1, b2, sfa, sfb1, sfb2, c))
 
     if args.json:
