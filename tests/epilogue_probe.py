@@ -21,7 +21,6 @@ import torch  # noqa: E402
 
 import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
-import cutlass.utils as utils  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
@@ -35,8 +34,7 @@ class EpilogueProbe(DeviceStub):
     def body(self, args: KernelArgs):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
-        storage = utils.SmemAllocator().allocate(self.shared_storage)
-        ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(storage, args)
+        storage, ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(args)
         tiled_mma = args.tiled_mma
         # The accumulator views as the kernel builds them (a tensor-memory layout; never read here).
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])

@@ -22,7 +22,6 @@ import torch  # noqa: E402
 
 import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
-import cutlass.utils as utils  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
@@ -39,8 +38,7 @@ class TmaProbe(DeviceStub):
     def body(self, args: KernelArgs):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
-        storage = utils.SmemAllocator().allocate(self.shared_storage)
-        ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(storage, args)
+        storage, ring, loads, k_tile_cnt, tCgC = self.ring_and_loads(args)
         tiled_mma, mC_mnl = args.tiled_mma, args.mC_mnl
         tile_sched, work_tile = self._first_work_tile(args.tile_sched_params)
         tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)

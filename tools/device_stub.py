@@ -83,9 +83,10 @@ class DeviceStub(S.DualGemmKernel):
     def body(self, args: KernelArgs):
         utils.SmemAllocator().allocate(self.shared_storage)
 
-    def ring_and_loads(self, storage, args: KernelArgs):
-        """The kernel's own `_ring_and_loads` on these arguments."""
-        return self._ring_and_loads(
+    def ring_and_loads(self, args: KernelArgs):
+        """The shared storage, then the kernel's own `_ring_and_loads` on it: (storage, ring, loads, k_tiles, tCgC)."""
+        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        return (storage, *self._ring_and_loads(
             storage,
             args.tiled_mma,
             args.tiled_mma_sfb,
@@ -98,7 +99,7 @@ class DeviceStub(S.DualGemmKernel):
             args.b_smem_layout_staged,
             args.sfa_smem_layout_staged,
             args.sfb_smem_layout_staged,
-        )
+        ))
 
 
 def admit_this_gpu_for_host_side():
