@@ -1,0 +1,16 @@
+"""A functional SM100 (B200) emulator for the PTX of this package's kernel.
+
+Modules, one concern each:
+  ptx        the parser: PTX text -> Kernel with decoded instructions
+  state      machine state: global memory, CTAs (shared and tensor memory), clusters, errors
+  simt       warps: lanes, divergence, typed registers
+  isa        the opcode table (decode once, execute per warp)
+  ops_alu, ops_control, ops_memory, ops_async   one small function per opcode family
+  mbarrier   mbarrier phase / arrival / tx-count semantics
+  tma        tensor-map decode and tile fetch (swizzle, FP4 packing, multicast)
+  tcgen05    tensor memory, descriptors, block-scaled MMA, tcgen05.cp/ld
+  machine    clusters, the seeded scheduler, the asynchronous engine, deadlock reports
+  launch     capture of the real host-side launch (grid, cluster, smem, parameter bytes)
+  run        inputs -> emulated kernel -> C, compared with reference.py
+"""
+from . import ops_alu, ops_async, ops_control, ops_memory  # noqa: F401  (fill the opcode table)

@@ -1,0 +1,344 @@
+"""The machine: clusters of CTAs of warps, the seeded scheduler, the asynchronous engine, deadlock reports.
+
+Scheduling is adversarial but reproducible (one seed): the next warp, how many instructions it runs
+before another warp gets a turn, and when each in-flight asynchronous operation (TMA copy, tcgen05
+MMA/copy/commit) completes are all drawn from one random generator. Asynchronous operations take
+effect at completion, not at issue: a TMA load writes shared memory when it completes, an MMA reads
+its shared-memory operands when it executes. So reading a stage before its full barrier completes, or
+refilling a stage an MMA has not consumed yet, changes the result or trips a poison/hazard check.
+
+Clusters do not communicate (the kernel shares nothing across clusters but disjoint tiles of C), so
+they run one after another; inside a cluster every warp of every CTA interleaves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import BLOCK, JUMPED, Control, decode_kernel
+from .simt import WARP, Warp
+from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard,
+                    SHARED_OFFSET_MASK)
+
+SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
+SHARED_GENERIC_SIZE = 1 << 32
+DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
+
+
+class Deadlock(EmulatorError):
+    """No warp can progress and nothing is in flight."""
+
+
+class NamedBarrier:
+    """bar.sync / barrier.sync id, count (PTX ISA 9.7.13.1): warps arrive with all their threads."""
+
+    def __init__(self, cta, ident: int):
+        self.cta, self.ident = cta, ident
+        self.expected = None
+        self.arrived = 0
+        self.waiting = []
+
+    def describe(self) -> str:
+        return f"named barrier {self.ident} of CTA{self.cta.rank} ({self.arrived} of {self.expected} threads arrived)"
+
+
+class ClusterBarrier:
+    """barrier.cluster.arrive / wait (PTX ISA 9.7.13.2): every non-exited thread of the cluster arrives."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.phase = 0
+        self.arrived_threads = {}  # warp -> lanes mask arrived in the current phase
+
+    def describe(self) -> str:
+        return f"cluster barrier phase {self.phase}"
+
+
+class AsyncOp:
+    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue."""
+
+    def __init__(self, name: str, run, queue=None, line: int = 0):
+        self.name, self.run, self.queue, self.line = name, run, queue, line
+
+
+class Machine:
+    def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
+                 completion_prob: float = 0.35, progress=None):
+        decode_kernel(kernel)
+        self.kernel = kernel
+        self.launch = launch
+        self.gmem = gmem
+        self.rng = np.random.default_rng(seed)
+        self.max_quantum = max_quantum
+        self.completion_prob = completion_prob
+        self.progress = progress
+        self.param_base = self._place_params(launch.params)
+        self.grid = tuple(launch.grid)
+        self.block = tuple(launch.block)
+        self.cluster_dims = tuple(launch.cluster) if launch.cluster else (1, 1, 1)
+        self.dyn_smem = launch.dynamic_smem
+        self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0, "hazards": 0}
+        self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
+        for g, c in zip(self.grid, self.cluster_dims):
+            if g % c:
+                raise Hazard(f"grid {self.grid} is not a multiple of the cluster shape {self.cluster_dims}")
+
+    # ------------------------------------------------------------------ setup
+    def _place_params(self, params: list) -> int:
+        total, offsets = 0, []
+        for p, raw in zip(self.kernel.params, params):
+            if len(raw) != p.size:
+                raise EmulatorError(f"parameter {p.name}: launch passed {len(raw)} bytes, PTX declares {p.size}")
+            total = (total + p.align - 1) // p.align * p.align
+            offsets.append(total)
+            total += p.size
+        if len(params) != len(self.kernel.params):
+            raise EmulatorError(f"launch passed {len(params)} parameters, the kernel declares {len(self.kernel.params)}")
+        base = self.gmem.alloc(max(total, 1), align=128)
+        for p, off, raw in zip(self.kernel.params, offsets, params):
+            p.offset = off
+            self.gmem.write(base + off, np.frombuffer(bytes(raw), np.uint8))
+        self.param_by_name = {p.name: p for p in self.kernel.params}
+        return base
+
+    def clusters(self):
+        gx, gy, gz = self.grid
+        cx, cy, cz = self.cluster_dims
+        for z in range(gz // cz):
+            for y in range(gy // cy):
+                for x in range(gx // cx):
+                    yield (x, y, z)
+
+    def build_cluster(self, cid) -> Cluster:
+        cx, cy, cz = self.cluster_dims
+        cl = Cluster(cid, self.cluster_dims)
+        nthreads = self.block[0] * self.block[1] * self.block[2]
+        for rank in range(cx * cy * cz):
+            lx, ly, lz = rank % cx, (rank // cx) % cy, rank // (cx * cy)
+            ctaid = (cid[0] * cx + lx, cid[1] * cy + ly, cid[2] * cz + lz)
+            smem = np.full(DYNAMIC_SMEM_OFFSET + self.dyn_smem, POISON_BYTE, np.uint8)
+            cta = Cta(ctaid, rank, cl, smem)
+            cta.named_barriers = {}
+            cta.warps = [Warp(cta, i, min(WARP, nthreads - i * WARP), self.kernel.reg_decls)
+                         for i in range((nthreads + WARP - 1) // WARP)]
+            cl.ctas.append(cta)
+        cl.barrier = ClusterBarrier(cl)
+        cl.inflight = []
+        cl.progress = 0
+        return cl
+
+    # ------------------------------------------------------------------ addresses and special registers
+    def symbol_address(self, warp, name: str) -> int:
+        p = self.param_by_name.get(name)
+        if p is not None:
+            return self.param_base + p.offset
+        if name in self.kernel.shared_vars:
+            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | DYNAMIC_SMEM_OFFSET
+        raise EmulatorError(f"unknown symbol {name}")
+
+    def convert_address(self, v: np.ndarray, space: str, to_space: bool) -> np.ndarray:
+        """cvta: the param space is addressed by its generic addresses; shared sits in its own window."""
+        if space in ("param", "global"):
+            return v
+        if to_space:
+            return (v - np.uint64(SHARED_GENERIC_BASE)) & np.uint64(0xFFFFFFFF)
+        return v + np.uint64(SHARED_GENERIC_BASE)
+
+    def special_register(self, w, name: str) -> np.ndarray:
+        cta = w.cta
+        comp = {"x": 0, "y": 1, "z": 2}
+        base, _, axis = name.partition(".")
+        i = comp.get(axis, 0)
+        cl = cta.cluster
+        tid = w.tid
+        bx, by, _bz = self.block
+        if base == "%tid":
+            val = [tid % bx, (tid // bx) % by, tid // (bx * by)][i]
+        elif base == "%ntid":
+            val = self.block[i]
+        elif base == "%ctaid":
+            val = cta.ctaid[i]
+        elif base == "%nctaid":
+            val = self.grid[i]
+        elif base == "%laneid":
+            val = np.arange(WARP)
+        elif base == "%warpid":
+            val = w.warp_id
+        elif base == "%cluster_ctarank":
+            val = cta.rank
+        elif base == "%cluster_nctarank":
+            val = len(cl.ctas)
+        elif base == "%clusterid":
+            val = cl.clusterid[i]
+        elif base == "%nclusterid":
+            val = self.grid[i] // self.cluster_dims[i]
+        elif base == "%cluster_ctaid":
+            val = cta.ctaid[i] % self.cluster_dims[i]
+        elif base == "%cluster_nctaid":
+            val = self.cluster_dims[i]
+        elif base == "%is_explicit_cluster":
+            val = 1
+        elif base == "%dynamic_smem_size":
+            val = self.dyn_smem
+        else:
+            raise EmulatorError(f"special register {name} is not implemented")
+        return np.broadcast_to(np.asarray(val, np.int64), (WARP,)).copy()
+
+    def tensor_map(self, addr: int):
+        """The CUtensorMap at a generic address (a kernel parameter), decoded once."""
+        cache = self.__dict__.setdefault("_tmaps", {})
+        tm = cache.get(addr)
+        if tm is None:
+            from . import tma
+
+            if addr % 64:
+                raise Hazard(f"tensor map at {addr:#x} is not 64-byte aligned (PTX ISA 5.5.?: .align 64)")
+            tm = cache[addr] = tma.decode_tensor_map(self.gmem.read(addr, 128).tobytes())
+        return tm
+
+    # ------------------------------------------------------------------ async engine
+    def submit(self, cluster, op: AsyncOp) -> None:
+        cluster.inflight.append(op)
+        self.stats["async_ops"] += 1
+
+    def _eligible(self, cluster) -> list:
+        seen, out = set(), []
+        for op in cluster.inflight:
+            if op.queue is None:
+                out.append(op)
+            elif op.queue not in seen:
+                seen.add(op.queue)
+                out.append(op)
+        return out
+
+    def complete_one(self, cluster) -> None:
+        ops = self._eligible(cluster)
+        op = ops[int(self.rng.integers(len(ops)))]
+        cluster.inflight.remove(op)
+        op.run()
+        cluster.progress += 1
+
+    def drain_queue(self, cluster, queue) -> None:
+        """Complete, in order, every in-flight op of one queue (for waits that need them all)."""
+        for op in [o for o in cluster.inflight if o.queue == queue]:
+            cluster.inflight.remove(op)
+            op.run()
+            cluster.progress += 1
+
+    # ------------------------------------------------------------------ running
+    def run(self, cluster_ids=None) -> None:
+        ids = list(self.clusters()) if cluster_ids is None else cluster_ids
+        for n, cid in enumerate(ids):
+            cl = self.build_cluster(cid)
+            self.run_cluster(cl)
+            if self.progress:
+                self.progress(n + 1, len(ids))
+
+    def _runnable(self, w) -> bool:
+        if w.done or w.blocked_on is not None:
+            return False
+        if w.sleep_key is not None:
+            bar, version = w.sleep_key
+            if bar.version == version:
+                return False
+            w.sleep_key = None
+        return True
+
+    def run_cluster(self, cl) -> None:
+        warps = [w for cta in cl.ctas for w in cta.warps]
+        rng = self.rng
+        stuck_rounds = 0
+        while True:
+            runnable = [w for w in warps if self._runnable(w)]
+            if cl.inflight and (not runnable or rng.random() < self.completion_prob):
+                self.complete_one(cl)
+                continue
+            if not runnable:
+                if all(w.done for w in warps):
+                    break
+                sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
+                if sleepers and stuck_rounds == 0:
+                    # Every remaining warp spins on an incomplete mbarrier and nothing is in flight: let the
+                    # spinners run once more (a try_wait may be a probe, not a wait); if no state changes, stop.
+                    stuck_rounds = 1
+                    mark = cl.progress
+                    for w in sleepers:
+                        w.sleep_key = None
+                    continue
+                raise Deadlock(self.deadlock_report(cl))
+            if stuck_rounds and cl.progress != mark:
+                stuck_rounds = 0
+            w = runnable[int(rng.integers(len(runnable)))]
+            self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
+        # every CTA must have released its tensor memory before exit (PTX ISA 9.7.16.7.1)
+        for cta in cl.ctas:
+            if cta.tmem_allocs:
+                raise Hazard(f"CTA {cta.ctaid} exited with tensor memory still allocated: {cta.tmem_allocs}")
+        if cl.inflight:
+            raise Hazard(f"cluster {cl.clusterid} exited with {len(cl.inflight)} asynchronous operations in flight: "
+                         + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
+
+    def step_warp(self, w, quantum: int) -> None:
+        instrs = self.kernel.instrs
+        cl = w.cta.cluster
+        for _ in range(quantum):
+            if w.done:
+                cl.progress += 1
+                return
+            pc, lanes = w.select_lanes()
+            if pc >= len(instrs):
+                raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
+            ins = instrs[pc]
+            w.last_line = ins.line
+            mask = lanes
+            if ins.guard is not None:
+                g = w.read(ins.guard[0], "pred")
+                mask = lanes & (~g if ins.guard[1] else g)
+            self.stats["warp_instructions"] += 1
+            w.instructions += 1
+            if not mask.any():
+                if ins.base == "bra":
+                    w.pc[lanes] += 1
+                    continue
+                w.pc[lanes] += 1
+                continue
+            try:
+                ctl = ins.handler(self, w, ins, mask)
+            except EmulatorError as e:
+                if ins.where() in str(e):
+                    raise
+                raise type(e)(f"{e} [warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}]") from None
+            if ctl is None:
+                w.pc[lanes] += 1
+            elif ctl is BLOCK:
+                return
+            elif ctl is JUMPED:
+                pass
+            elif isinstance(ctl, Control) and ctl.kind == "sleep":
+                w.pc[lanes] += 1
+                return
+            else:
+                raise EmulatorError(f"bad control {ctl}")
+            if w.blocked_on is not None or w.sleep_key is not None:
+                return
+
+    # ------------------------------------------------------------------ reports
+    def deadlock_report(self, cl) -> str:
+        lines = [f"deadlock in cluster {cl.clusterid}: no warp can progress and nothing is in flight"]
+        for cta in cl.ctas:
+            for w in cta.warps:
+                if w.done:
+                    continue
+                where = f"PTX line {w.last_line}"
+                if w.blocked_on is not None:
+                    what = f"blocked on {w.blocked_on.describe()}"
+                elif w.sleep_key is not None:
+                    what = f"spinning on {w.sleep_key[0].describe()}"
+                else:
+                    what = "runnable?"
+                lines.append(f"  CTA{cta.rank} {cta.ctaid} warp {w.warp_id} ({role_of(w.warp_id)}) at {where}: {what}")
+        return "\n".join(lines)
+
+
+def role_of(warp_id: int) -> str:
+    """Warp roles of submission.py's kernel (and NVIDIA's persistent GEMM): 0-3 epilogue, 4 MMA, 5 TMA."""
+    return {4: "MMA", 5: "TMA"}.get(warp_id, "epilogue" if warp_id < 4 else "extra")

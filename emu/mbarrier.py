@@ -1,0 +1,63 @@
+"""mbarrier objects: phase, pending arrivals, transaction count (PTX ISA 9.7.13.15 "mbarrier").
+
+PTX ISA 9.7.13.15.1: an mbarrier holds the current phase, the pending arrival count, the expected
+arrival count and the tx-count. A phase completes when the pending arrival count and the tx-count
+both reach zero; then the phase advances, the pending count is reset to the expected count, and
+the tx-count starts again from zero. The tx-count may go negative within a phase (a complete-tx
+before its expect-tx, 9.7.13.15.2), within its range of +-(2^20 - 1).
+try_wait.parity / test_wait.parity (9.7.13.15.16) report whether the phase whose parity is given has
+completed, i.e. whether the current phase's parity differs from it.
+"""
+from __future__ import annotations
+
+from .state import Hazard
+
+TX_LIMIT = (1 << 20) - 1
+
+
+class Mbarrier:
+    def __init__(self, cta, offset: int, count: int, line: int):
+        if not 1 <= count <= (1 << 20) - 1:
+            raise Hazard(f"mbarrier.init with count {count} at {offset:#x}: the ISA allows 1..2^20-1 (9.7.13.15.9)")
+        self.cta = cta
+        self.offset = offset
+        self.expected = count
+        self.pending = count
+        self.tx = 0
+        self.phase = 0
+        self.init_line = line
+        self.visible_to_cluster = False  # set by fence.mbarrier_init.release.cluster (9.7.13.15.3)
+        self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
+
+    def describe(self) -> str:
+        return (f"mbarrier CTA{self.cta.rank}+{self.offset:#x} (phase {self.phase}, waiting for parity "
+                f"{self.phase & 1} to complete: {self.pending} of {self.expected} arrivals pending, tx-count {self.tx} bytes)")
+
+    def _check(self, what: str) -> None:
+        if abs(self.tx) > TX_LIMIT:
+            raise Hazard(f"{what}: tx-count {self.tx} outside +-(2^20-1) on {self.describe()}")
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.expected
+            self.tx = 0
+        self.version += 1
+
+    def arrive(self, count: int = 1, what: str = "mbarrier.arrive") -> int:
+        """Returns the state token (the phase before the arrival)."""
+        token = self.phase
+        if count > self.pending:
+            raise Hazard(f"{what}: {count} arrivals on {self.describe()}: more arrivals than pending in this phase")
+        self.pending -= count
+        self._check(what)
+        return token
+
+    def expect_tx(self, nbytes: int, what: str = "expect-tx") -> None:
+        self.tx += nbytes
+        self._check(what)
+
+    def complete_tx(self, nbytes: int, what: str = "complete-tx") -> None:
+        self.tx -= nbytes
+        self._check(what)
+
+    def phase_complete(self, parity: int) -> bool:
+        return (self.phase & 1) != (parity & 1)

@@ -1,0 +1,412 @@
+"""Integer, logic, float, comparison and conversion instructions (PTX ISA 9.7.1–9.7.4, 9.7.6–9.7.9).
+
+All lane-parallel: one numpy expression per instruction over the executing lanes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import family, unsupported
+from .ptx import Pair, Reg, Sym, Vec
+from .simt import WARP, from_bits, to_bits, type_bits
+
+_INT = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"}
+_FLOAT = {"f32", "f64", "f16"}
+
+
+def _ty(ins, allowed=None):
+    ty = ins.parts[-1]
+    if allowed is not None and ty not in allowed:
+        raise unsupported(ins, f"type .{ty}")
+    return ty
+
+
+def _mods(ins, known):
+    extra = set(ins.parts[1:-1]) - set(known)
+    if extra:
+        raise unsupported(ins, "modifiers " + ", ".join("." + e for e in sorted(extra)))
+
+
+@family("mov")
+class Mov:
+    SPECIAL = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%cluster_ctarank",
+               "%cluster_nctarank", "%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%smid",
+               "%nsmid", "%is_explicit_cluster", "%dynamic_smem_size", "%total_smem_size")
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | _FLOAT | {"pred"})
+        _mods(ins, ())
+        return ty
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty = ins.info
+        dst, src = ins.operands
+        if isinstance(dst, Vec):  # mov.b64 {lo, hi}, x: unpack (PTX ISA 9.7.9.2 "mov")
+            bits = w.read(src, ty)
+            half = type_bits(ty) // len(dst.items)
+            sub = f"b{half}"
+            wide = bits.astype(np.uint64)
+            for i, item in enumerate(dst.items):
+                w.write(item, from_bits((wide >> np.uint64(i * half)) & np.uint64((1 << half) - 1), sub), sub, m)
+            return
+        if isinstance(src, Vec):  # mov.b64 d, {lo, hi}: pack, first element lowest
+            half = type_bits(ty) // len(src.items)
+            sub = f"b{half}"
+            acc = np.zeros(WARP, np.uint64)
+            for i, item in enumerate(src.items):
+                acc |= to_bits(w.read(item, sub), sub) << np.uint64(i * half)
+            w.write(dst, from_bits(acc, ty), ty, m)
+            return
+        if isinstance(src, Reg) and src.name.startswith(Mov.SPECIAL):
+            w.write(dst, ex.special_register(w, src.name).astype(np.uint64).astype(np.dtype(from_bits(np.zeros(1, np.uint64), ty).dtype)), ty, m)
+            return
+        w.write(dst, w.read(src, ty, ex), ty, m)
+
+
+def _int_binary(fn):
+    class Fam:
+        @staticmethod
+        def decode(ins):
+            ty = _ty(ins, _INT | _FLOAT)
+            mods = [p for p in ins.parts[1:-1]]
+            if ty in _FLOAT:
+                for p in mods:
+                    if p not in ("rn", "ftz", "sat", "approx", "full"):
+                        raise unsupported(ins)
+                if "sat" in mods:
+                    raise unsupported(ins, ".sat")
+            elif mods and mods != ["cc"]:
+                raise unsupported(ins)
+            return ty
+
+        @staticmethod
+        def execute(ex, w, ins, m):
+            ty = ins.info
+            d, a, b = ins.operands
+            with np.errstate(over="ignore", invalid="ignore"):
+                w.write(d, fn(w.read(a, ty, ex), w.read(b, ty, ex)), ty, m)
+
+    return Fam
+
+
+family("add")(_int_binary(lambda a, b: a + b))
+family("sub")(_int_binary(lambda a, b: a - b))
+family("min")(_int_binary(np.minimum))
+family("max")(_int_binary(np.maximum))
+
+
+@family("and", "or", "xor")
+class Logic:
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | {"pred"})
+        _mods(ins, ())
+        return ty
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty = ins.info
+        d, a, b = ins.operands
+        x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+        op = ins.base
+        r = x & y if op == "and" else x | y if op == "or" else x ^ y
+        w.write(d, r, ty, m)
+
+
+@family("not")
+class Not:
+    @staticmethod
+    def decode(ins):
+        return _ty(ins, _INT | {"pred"})
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a = ins.operands
+        v = w.read(a, ins.info, ex)
+        w.write(d, ~v if v.dtype != bool else ~v, ins.info, m)
+
+
+@family("neg", "abs")
+class Unary:
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, {"s16", "s32", "s64", "f32", "f64"})
+        _mods(ins, ("ftz",))
+        return ty
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a = ins.operands
+        v = w.read(a, ins.info, ex)
+        with np.errstate(over="ignore"):
+            w.write(d, -v if ins.base == "neg" else np.abs(v), ins.info, m)
+
+
+def _wide(ty):
+    return {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64"}[ty]
+
+
+@family("mul")
+class Mul:
+    """mul{.lo,.hi,.wide}.{s,u}N and mul{.rn,.ftz}.fN (PTX ISA 9.7.1.3, 9.7.3.3)."""
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | _FLOAT)
+        mode = ins.parts[1] if len(ins.parts) == 3 else None
+        if ty in _FLOAT:
+            _mods(ins, ("rn", "ftz"))
+            return ty, "f"
+        if mode not in ("lo", "hi", "wide"):
+            raise unsupported(ins)
+        return ty, mode
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty, mode = ins.info
+        d, a, b = ins.operands
+        x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+        if mode == "f":
+            w.write(d, x * y, ty, m)
+            return
+        bits = type_bits(ty)
+        signed = ty[0] == "s"
+        if bits <= 32:
+            p = x.astype(np.int64) * y.astype(np.int64)
+            if mode == "lo":
+                w.write(d, p.astype(np.uint64).astype(np.uint32 if bits == 32 else np.uint16).view(x.dtype), ty, m)
+            elif mode == "hi":
+                w.write(d, (p >> bits).astype(x.dtype), ty, m)
+            else:
+                w.write(d, p, _wide(ty), m)
+            return
+        if mode != "lo":
+            hi = [((int(u) * int(v)) >> 64) for u, v in zip(x.tolist(), y.tolist())]
+            hi = np.array([h & 0xFFFFFFFFFFFFFFFF for h in hi], np.uint64)
+            w.write(d, hi.view(x.dtype) if signed else hi, ty, m)
+            return
+        with np.errstate(over="ignore"):
+            w.write(d, x.astype(np.uint64) * y.astype(np.uint64), "u64" if not signed else "u64", m)
+
+
+@family("mad")
+class Mad:
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | _FLOAT)
+        if ty in _FLOAT:
+            _mods(ins, ("rn", "ftz"))
+            return ty, "f"
+        mode = ins.parts[1]
+        if mode not in ("lo", "wide"):
+            raise unsupported(ins)
+        return ty, mode
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty, mode = ins.info
+        d, a, b, c = ins.operands
+        x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+        with np.errstate(over="ignore"):
+            if mode == "f":
+                r = (x.astype(np.float64) * y.astype(np.float64) + w.read(c, ty, ex).astype(np.float64)).astype(x.dtype)
+                w.write(d, r, ty, m)
+            elif mode == "wide":
+                wt = _wide(ty)
+                w.write(d, x.astype(np.int64) * y.astype(np.int64) + w.read(c, wt, ex).astype(np.int64), wt, m)
+            else:
+                ub = "u" + ty[1:]
+                prod = to_bits(x, ty) * to_bits(y, ty) + to_bits(w.read(c, ty, ex), ty)
+                w.write(d, from_bits(prod & np.uint64((1 << type_bits(ty)) - 1), ub), ub, m)
+
+
+@family("fma")
+class Fma:
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, {"f32", "f64"})
+        _mods(ins, ("rn", "ftz"))
+        return ty
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a, b, c = ins.operands
+        ty = ins.info
+        # fused: one rounding of the exact a*b+c (float64 holds the f32 product exactly)
+        r = w.read(a, ty, ex).astype(np.float64) * w.read(b, ty, ex).astype(np.float64) + w.read(c, ty, ex).astype(np.float64)
+        w.write(d, r.astype(np.float32), ty, m)
+
+
+@family("shl", "shr")
+class Shift:
+    """Shift amounts above the width clamp to the width (PTX ISA 9.7.8.7/9.7.8.8)."""
+
+    @staticmethod
+    def decode(ins):
+        return _ty(ins, _INT)
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty = ins.info
+        d, a, b = ins.operands
+        bits = type_bits(ty)
+        x = w.read(a, ty, ex)
+        n = np.minimum(w.read(b, "u32", ex).astype(np.int64), bits)
+        if ins.base == "shl":
+            shifted = to_bits(x, ty) << np.minimum(n, 63).astype(np.uint64)
+            r = np.where(n >= bits, np.uint64(0), shifted & np.uint64((1 << bits) - 1))
+            w.write(d, from_bits(r, ty), ty, m)
+        elif ty[0] == "s":
+            w.write(d, (x.astype(np.int64) >> np.minimum(n, 63)).astype(x.dtype), ty, m)
+        else:
+            u = to_bits(x, ty)
+            r = np.where(n >= bits, np.uint64(0), u >> np.minimum(n, 63).astype(np.uint64))
+            w.write(d, from_bits(r, ty), ty, m)
+
+
+@family("selp")
+class Selp:
+    @staticmethod
+    def decode(ins):
+        return _ty(ins, _INT | _FLOAT)
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a, b, c = ins.operands
+        ty = ins.info
+        w.write(d, np.where(w.read(c, "pred", ex), w.read(a, ty, ex), w.read(b, ty, ex)), ty, m)
+
+
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}
+
+
+@family("setp")
+class Setp:
+    """setp.CmpOp[.BoolOp].type p[|q], a, b[, c] (PTX ISA 9.7.8.?/9.7.3.?)."""
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | _FLOAT)
+        cmp = ins.parts[1]
+        if cmp not in _CMP:
+            raise unsupported(ins, f"comparison .{cmp}")
+        bool_op = ins.parts[2] if len(ins.parts) == 4 else None
+        if bool_op not in (None, "and", "or", "xor"):
+            raise unsupported(ins)
+        if isinstance(ins.operands[0], Pair):
+            raise unsupported(ins, "p|q destination")
+        return ty, cmp, bool_op
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty, cmp, bool_op = ins.info
+        d, a, b = ins.operands[:3]
+        r = _CMP[cmp](w.read(a, ty, ex), w.read(b, ty, ex))
+        if bool_op:
+            c = w.read(ins.operands[3], "pred", ex)
+            r = r & c if bool_op == "and" else r | c if bool_op == "or" else r ^ c
+        w.write(d, r, "pred", m)
+
+
+@family("cvt")
+class Cvt:
+    """cvt between integer widths, and cvt.rn.f16x2.f32 (PTX ISA 9.7.9.21)."""
+
+    @staticmethod
+    def decode(ins):
+        parts = ins.parts[1:]
+        if parts == ["rn", "f16x2", "f32"] or tuple(parts) == ("rn", "f16x2", "f32"):
+            return "f16x2"
+        if len(parts) == 2 and parts[0] in _INT and parts[1] in _INT:
+            return tuple(parts)
+        raise unsupported(ins)
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        if ins.info == "f16x2":
+            # d = {a -> upper half, b -> lower half}, round to nearest even
+            d, a, b = ins.operands
+            hi = w.read(a, "f32", ex).astype(np.float16).view(np.uint16).astype(np.uint32)
+            lo = w.read(b, "f32", ex).astype(np.float16).view(np.uint16).astype(np.uint32)
+            w.write(d, (hi << np.uint32(16)) | lo, "b32", m)
+            return
+        dty, sty = ins.info
+        d, a = ins.operands
+        v = w.read(a, sty, ex)
+        if sty[0] == "s":
+            wide = v.astype(np.int64).astype(np.uint64)
+        else:
+            wide = to_bits(v, sty)
+        w.write(d, from_bits(wide & np.uint64((1 << type_bits(dty)) - 1), dty), dty, m)
+
+
+@family("cvta")
+class Cvta:
+    """cvta{.to}.space.size: conversions between state-space and generic addresses (PTX ISA 9.7.9.20)."""
+
+    @staticmethod
+    def decode(ins):
+        parts = ins.parts[1:]
+        to = parts[0] == "to"
+        space = parts[1] if to else parts[0]
+        if space not in ("param", "shared", "shared::cta", "shared::cluster", "global"):
+            raise unsupported(ins)
+        return to, space, parts[-1]
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        to, space, ty = ins.info
+        d, a = ins.operands
+        v = to_bits(w.read(a, ty, ex), ty)
+        w.write(d, ex.convert_address(v, space, to), ty, m)
+
+
+@family("ex2")
+class Ex2:
+    """ex2.approx.ftz.f32: 2^a, max relative error 2^-22 on the normal range (PTX ISA 9.7.3.20)."""
+
+    @staticmethod
+    def decode(ins):
+        if ins.opcode not in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
+            raise unsupported(ins)
+        return "ftz" in ins.parts
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a = ins.operands
+        x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
+        with np.errstate(over="ignore", under="ignore"):
+            r = np.exp2(x.astype(np.float64)).astype(np.float32)
+        w.write(d, _ftz(r) if ins.info else r, "f32", m)
+
+
+@family("rcp")
+class Rcp:
+    """rcp.approx{.ftz}.f32: 1/a, max relative error 2^-23 (PTX ISA 9.7.3.15); rcp.rn exact."""
+
+    @staticmethod
+    def decode(ins):
+        if ins.opcode not in ("rcp.approx.ftz.f32", "rcp.approx.f32", "rcp.rn.f32"):
+            raise unsupported(ins)
+        return "ftz" in ins.parts
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        d, a = ins.operands
+        x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
+        with np.errstate(divide="ignore", over="ignore", under="ignore"):
+            r = (1.0 / x.astype(np.float64)).astype(np.float32)
+        w.write(d, _ftz(r) if ins.info else r, "f32", m)
+
+
+def _ftz(x: np.ndarray) -> np.ndarray:
+    """Flush f32 subnormals to sign-preserving zero (.ftz, PTX ISA 9.7.3)."""
+    x = np.asarray(x, np.float32).copy()
+    tiny = np.abs(x) < np.float32(1.1754944e-38)
+    x[tiny] = np.copysign(np.float32(0), x[tiny])
+    return x

@@ -1,0 +1,389 @@
+"""Asynchronous instructions: TMA tensor loads and the tcgen05 family (PTX ISA 9.7.9.25, 9.7.16).
+
+Issue and completion are separate: the issuing lane records an AsyncOp; the machine's seeded engine
+runs it later. TMA loads complete in any order (each signals its mbarrier with complete-tx);
+tcgen05.mma / tcgen05.cp / tcgen05.commit issued by a CTA run in issue order (PTX ISA 9.7.16.6
+"pipelined tcgen05 instructions": cp -> mma and mma -> mma by the same thread are ordered, and
+commit tracks the completion of all prior asynchronous tcgen05 operations of the thread).
+The data semantics live in emu.tma and emu.tcgen05; this module is the glue to the warps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import tcgen05, tma
+from .isa import BLOCK, family, unsupported
+from .machine import AsyncOp
+from .ops_memory import lane_addresses, mbarrier_at
+from .ptx import Vec
+from .simt import WARP, to_bits
+from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write
+
+
+def _cta_group(ins) -> int:
+    for p in ins.parts:
+        if p.startswith("cta_group::"):
+            return int(p.split("::")[1])
+    return 1
+
+
+def _group(cta, n: int) -> list:
+    if n == 1:
+        return [cta]
+    if len(cta.cluster.ctas) < 2:
+        raise Hazard("cta_group::2 in a cluster of one CTA")
+    even = cta.cluster.ctas[cta.rank & ~1]
+    return [even, even.peer]
+
+
+def _lane(mask) -> list:
+    return [int(x) for x in np.flatnonzero(mask)]
+
+
+def _check_whole_warp(w, ins, mask) -> None:
+    live = ~w.exited
+    if (live & ~mask).any():
+        raise Hazard(f"{ins.opcode} is .sync.aligned: every thread of the warp must execute it together")
+
+
+# ---------------------------------------------------------------------------------------------- TMA
+@family("cp.async.bulk.tensor")
+class BulkTensorLoad:
+    """cp.async.bulk.tensor.Nd.shared::{cta,cluster}.global.tile.mbarrier::complete_tx::bytes
+    {.multicast::cluster}{.cta_group::N}{.L2::cache_hint} [dst], [tmap, {coords}], [mbar]{, ctaMask}{, policy}
+    (PTX ISA 9.7.9.25.5.1)."""
+
+    @staticmethod
+    def decode(ins):
+        p = ins.parts
+        dims = p[4]
+        allowed = {"shared::cta", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes",
+                   "multicast::cluster", "L2::cache_hint", "cta_group::1", "cta_group::2", dims}
+        if not dims.endswith("d") or set(p[5:]) - allowed or "global" not in p or "tile" not in p:
+            raise unsupported(ins)
+        return {"multicast": "multicast::cluster" in p, "cluster_dst": "shared::cluster" in p,
+                "cta_group": _cta_group(ins), "rank": int(dims[:-1])}
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        info = ins.info
+        dst_op, tens, mbar_op = ins.operands[:3]
+        rest = list(ins.operands[3:])
+        dst = lane_addresses(ex, w, dst_op, 32)
+        mbar = lane_addresses(ex, w, mbar_op, 32)
+        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
+        coords = [w.read(c, "s32", ex) for c in tens.coords]
+        if len(coords) != info["rank"]:
+            raise Hazard(f"{ins.opcode}: {len(coords)} coordinates for a {info['rank']}-d copy")
+        cta_mask = w.read(rest.pop(0), "u16", ex) if info["multicast"] else None
+        for lane in _lane(mask):
+            tmap = ex.tensor_map(int(tmap_addr[lane]))
+            if tmap.rank != info["rank"]:
+                raise Hazard(f"{ins.opcode}: the tensor map at {int(tmap_addr[lane]):#x} has rank {tmap.rank}")
+            c = [int(x[lane]) for x in coords]
+            dst_cta, dst_off = SharedAddressing.resolve(w.cta, int(dst[lane]), info["cluster_dst"])
+            if info["multicast"]:
+                ranks = [r for r in range(16) if (int(cta_mask[lane]) >> r) & 1]
+                if not ranks or max(ranks) >= len(w.cta.cluster.ctas):
+                    raise Hazard(f"{ins.opcode}: ctaMask {int(cta_mask[lane]):#x} names CTAs outside the cluster")
+                targets = [w.cta.cluster.ctas[r] for r in ranks]
+            else:
+                targets = [dst_cta]
+            mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
+            signals = []
+            for t in targets:
+                # The mbarrier signalled for a destination: the same offset in that CTA; with .cta_group::2 the
+                # mbarrier may sit in either CTA of the destination's pair, and the mbar operand's CTA picks
+                # which (PTX ISA 9.7.9.25.5.1, .cta_group).
+                if info["cta_group"] == 2:
+                    sig_cta = t.cluster.ctas[(t.rank & ~1) | (mbar_cta.rank & 1)]
+                elif info["multicast"]:
+                    sig_cta = t
+                else:
+                    sig_cta = mbar_cta
+                signals.append(sig_cta)
+            nbytes = tma.box_bytes(tmap)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
+                                                                    nbytes, ins), None, ins.line))
+
+
+def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
+    def run():
+        data = tma.tile_bytes(tmap, coords, ex.gmem.read, dst_off)
+        for t, sig in zip(targets, signals):
+            for boff in t.mbarriers:
+                if dst_off < boff + 8 and boff < dst_off + data.size:
+                    raise Hazard(f"TMA load ({ins.where()}) overwrites the mbarrier at {boff:#x}")
+            smem_write(t, dst_off, data)
+            bar = sig.mbarriers.get(mbar_off)
+            if bar is None:
+                raise Hazard(f"TMA load ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig.rank}: no mbarrier")
+            if sig is not t and not bar.visible_to_cluster:
+                raise Hazard(f"TMA load signals a peer's mbarrier before its initialisation was fenced ({ins.where()})")
+            bar.complete_tx(nbytes, f"TMA load complete-tx ({ins.where()})")
+        ex.stats["tma_bytes"] += data.size * len(targets)
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------- tcgen05
+class _Rendezvous:
+    """tcgen05.alloc/dealloc .cta_group::2: one warp of each CTA of the pair issues it (PTX ISA 9.7.16.7.1)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.waiting = []
+
+    def describe(self):
+        return f"tcgen05.{self.kind}.cta_group::2 waiting for the peer CTA's warp"
+
+
+@family("tcgen05")
+class Tcgen05:
+    FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "cp", "ld", "wait::ld", "wait::st", "commit",
+             "fence::before_thread_sync", "fence::after_thread_sync"}
+
+    @staticmethod
+    def decode(ins):
+        op = ins.parts[1]
+        if op not in Tcgen05.FORMS:
+            raise unsupported(ins)
+        n = _cta_group(ins)
+        mods = set(ins.parts[2:])
+        if op == "mma":
+            kind = next((m.split("::")[1] for m in mods if m.startswith("kind::")), None)
+            if kind != "mxf4nvf4" or "block_scale" not in mods:
+                raise unsupported(ins, f"kind {kind}")
+            known = {f"cta_group::{n}", "kind::mxf4nvf4", "block_scale", "block16", "scale_vec::4X",
+                     "collector::a::discard"}
+            if mods - known:
+                raise unsupported(ins, "modifiers " + ", ".join(sorted(mods - known)))
+            return ("mma", n, 16)
+        if op == "cp":
+            if mods - {f"cta_group::{n}", "32x128b", "warpx4"} or "32x128b" not in mods or "warpx4" not in mods:
+                raise unsupported(ins)
+            return ("cp", n)
+        if op == "ld":
+            shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
+            num = next((m for m in mods if m.startswith("x") and m[1:].isdigit()), None)
+            if shape != "32x32b" or num is None or mods - {"sync", "aligned", shape, num, "b32"}:
+                raise unsupported(ins)
+            return ("ld", int(num[1:]))
+        if op == "commit":
+            known = {f"cta_group::{n}", "mbarrier::arrive::one", "shared::cluster", "multicast::cluster", "b64"}
+            if mods - known:
+                raise unsupported(ins)
+            return ("commit", n, "multicast::cluster" in mods)
+        return (op, n)
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        op = ins.info[0]
+        return _TC[op](ex, w, ins, mask)
+
+
+def _tc_alloc(ex, w, ins, mask):
+    _check_whole_warp(w, ins, mask)
+    n = ins.info[1]
+    dst = lane_addresses(ex, w, ins.operands[0], 32)
+    ncols = int(w.read(ins.operands[1], "u32", ex)[0])
+    group = _group(w.cta, n)
+    if n == 2:
+        rv = getattr(group[0], "alloc_rendezvous", None)
+        if rv is None:
+            rv = group[0].alloc_rendezvous = _Rendezvous("alloc")
+        others = [x for x in rv.waiting if x[0].cta is not w.cta]
+        if not others:
+            rv.waiting.append((w, mask.copy(), int(dst[_lane(mask)[0]]), ncols))
+            w.blocked_on = rv
+            return BLOCK
+        peer_w, peer_mask, peer_dst, peer_cols = others[0]
+        rv.waiting.remove(others[0])
+        if peer_cols != ncols:
+            raise Hazard(f"{ins.opcode}: the pair's warps ask for {ncols} and {peer_cols} columns")
+        _do_alloc(ex, ins, group, [(w.cta, int(dst[_lane(mask)[0]])), (peer_w.cta, peer_dst)], ncols)
+        peer_w.blocked_on = None
+        peer_w.pc[peer_mask] += 1
+        w.cta.cluster.progress += 1
+        return None
+    _do_alloc(ex, ins, group, [(w.cta, int(dst[_lane(mask)[0]]))], ncols)
+    return None
+
+
+def _do_alloc(ex, ins, group, dsts, ncols):
+    taddr = tcgen05.tmem_alloc(group, ncols)
+    for cta, addr in dsts:
+        owner, off = SharedAddressing.resolve(cta, addr, False)
+        smem_write(owner, off, np.array([taddr], np.uint32).view(np.uint8))
+
+
+def _tc_dealloc(ex, w, ins, mask):
+    _check_whole_warp(w, ins, mask)
+    n = ins.info[1]
+    taddr = int(w.read(ins.operands[0], "u32", ex)[_lane(mask)[0]])
+    ncols = int(w.read(ins.operands[1], "u32", ex)[0])
+    group = _group(w.cta, n)
+    if n == 2:
+        rv = getattr(group[0], "dealloc_rendezvous", None)
+        if rv is None:
+            rv = group[0].dealloc_rendezvous = _Rendezvous("dealloc")
+        others = [x for x in rv.waiting if x[0].cta is not w.cta]
+        if not others:
+            rv.waiting.append((w, mask.copy(), taddr, ncols))
+            w.blocked_on = rv
+            return BLOCK
+        peer_w, peer_mask, peer_taddr, peer_cols = others[0]
+        rv.waiting.remove(others[0])
+        if (peer_taddr, peer_cols) != (taddr, ncols):
+            raise Hazard(f"{ins.opcode}: the pair's warps free different tensor memory ({taddr:#x}/{ncols} vs "
+                         f"{peer_taddr:#x}/{peer_cols})")
+        tcgen05.tmem_dealloc(group, taddr, ncols)
+        peer_w.blocked_on = None
+        peer_w.pc[peer_mask] += 1
+        w.cta.cluster.progress += 1
+        return None
+    tcgen05.tmem_dealloc(group, taddr, ncols)
+    return None
+
+
+def _tc_relinquish(ex, w, ins, mask):
+    _check_whole_warp(w, ins, mask)
+    tcgen05.tmem_relinquish(_group(w.cta, ins.info[1]) if ins.info[1] == 1 else [w.cta])
+    return None
+
+
+def _issuing_queue(w):
+    return ("tcgen05", w.cta.cluster.clusterid, w.cta.rank)
+
+
+def _tc_mma(ex, w, ins, mask):
+    _, n, block = ins.info
+    d_op, a_op, b_op, i_op, sfa_op, sfb_op, en_op = ins.operands[:7]
+    if len(ins.operands) != 7:
+        raise unsupported(ins, "disable-output-lane / extra operands")
+    d = lane_addresses(ex, w, d_op, 32)
+    a = to_bits(w.read(a_op, "b64", ex), "b64")
+    b = to_bits(w.read(b_op, "b64", ex), "b64")
+    idesc = to_bits(w.read(i_op, "b32", ex), "b32")
+    sfa = lane_addresses(ex, w, sfa_op, 32)
+    sfb = lane_addresses(ex, w, sfb_op, 32)
+    en = w.read(en_op, "pred", ex)
+    group = _group(w.cta, n)
+    for lane in _lane(mask):
+        args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
+
+        def run(args=args):
+            tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+                                     kind="mxf4nvf4", block=block)
+            ex.stats["mma"] += 1
+
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line))
+    return None
+
+
+def _tc_cp(ex, w, ins, mask):
+    n = ins.info[1]
+    t = lane_addresses(ex, w, ins.operands[0], 32)
+    s = to_bits(w.read(ins.operands[1], "b64", ex), "b64")
+    group = _group(w.cta, n)
+    for lane in _lane(mask):
+        taddr, sdesc = int(t[lane]), int(s[lane])
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
+                                         tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
+                                         _issuing_queue(w), ins.line))
+    return None
+
+
+def _tc_commit(ex, w, ins, mask):
+    _, n, multicast = ins.info
+    mbar = lane_addresses(ex, w, ins.operands[0], 32)
+    cta_mask = w.read(ins.operands[1], "u16", ex) if multicast else None
+    for lane in _lane(mask):
+        addr = int(mbar[lane])
+        if multicast:
+            off = addr & SHARED_OFFSET_MASK
+            ranks = [r for r in range(16) if (int(cta_mask[lane]) >> r) & 1]
+            targets = [(w.cta.cluster.ctas[r], off) for r in ranks]
+        else:
+            tcta, off = SharedAddressing.resolve(w.cta, addr, True)
+            targets = [(tcta, off)]
+        # validate now (a bad address is the issuing instruction's fault), arrive later
+        bars = []
+        for tcta, off in targets:
+            bar = tcta.mbarriers.get(off)
+            if bar is None:
+                raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x} of CTA rank {tcta.rank}")
+            bars.append((tcta, bar))
+
+        def run(bars=bars, issuer=w.cta):
+            for tcta, bar in bars:
+                if tcta is not issuer and not bar.visible_to_cluster:
+                    raise Hazard(f"tcgen05.commit arrives on a peer's mbarrier before its initialisation was fenced ({ins.where()})")
+                bar.arrive(1, f"tcgen05.commit ({ins.where()})")
+
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.commit", run, _issuing_queue(w), ins.line))
+    return None
+
+
+class _PendingTmemLoad:
+    """A tcgen05.ld whose tensor-memory read has not happened yet.
+
+    tcgen05.ld is asynchronous (PTX ISA 9.7.16.8.3): it may read tensor memory at any time until
+    tcgen05.wait::ld. The emulator reads as late as it can, at the wait or at the first use of a
+    destination register, so a tensor-memory write the kernel lets in before its wait::ld (an
+    accumulator stage released too early) changes the loaded values.
+    A register read before wait::ld itself is not a hazard: ptxas gives LDTM a scoreboard that the first
+    consumer waits on (this kernel's cubin, cuobjdump -sass: `LDTM.x32 R36` sets write barrier 2, the next
+    FMUL waits on it), and NVIDIA's hardware-verified persistent block-scaled GEMM example reads the
+    registers before its wait::ld as well.
+    """
+
+    def __init__(self, w, taddr, regs, mask, num):
+        self.w, self.taddr, self.regs, self.mask, self.num = w, taddr, regs, mask, num
+
+    def finish(self):
+        w = self.w
+        for r in self.regs:
+            w.pending_tmem_ld.pop(r.name, None)
+        vals = tcgen05.tmem_load_32x32b(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, num]
+        for i, r in enumerate(self.regs):
+            w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
+
+
+def _tc_ld(ex, w, ins, mask):
+    """tcgen05.ld.sync.aligned.32x32b.xN: lane t of warp w reads TMEM lane 32*(w%4)+t, N columns."""
+    _check_whole_warp(w, ins, mask)
+    num = ins.info[1]
+    regs = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
+    if len(regs) != num:
+        raise Hazard(f"{ins.opcode}: {len(regs)} destination registers for .x{num}")
+    taddr = lane_addresses(ex, w, ins.operands[1], 32)
+    first = _lane(mask)[0]
+    if (taddr[mask] != taddr[first]).any():
+        raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
+    for r in regs:
+        if r.name in w.pending_tmem_ld:
+            w.pending_tmem_ld[r.name].finish()
+    pending = _PendingTmemLoad(w, int(taddr[first]), regs, mask.copy(), num)
+    for r in regs:
+        w.pending_tmem_ld[r.name] = pending
+    return None
+
+
+def _tc_wait(ex, w, ins, mask):
+    _check_whole_warp(w, ins, mask)
+    if ins.info[0] == "wait::ld":
+        for pending in list({id(p): p for p in w.pending_tmem_ld.values()}.values()):
+            pending.finish()
+    return None
+
+
+def _tc_fence(ex, w, ins, mask):
+    # Ordering of tcgen05 operations around thread synchronisation (PTX ISA 9.7.16.6.4): the emulator runs
+    # tcgen05.ld/st synchronously at issue and MMAs in issue order, so these fences have no effect here.
+    return None
+
+
+_TC = {"alloc": _tc_alloc, "dealloc": _tc_dealloc, "relinquish_alloc_permit": _tc_relinquish, "mma": _tc_mma,
+       "cp": _tc_cp, "commit": _tc_commit, "ld": _tc_ld, "wait::ld": _tc_wait, "wait::st": _tc_wait,
+       "fence::before_thread_sync": _tc_fence, "fence::after_thread_sync": _tc_fence}

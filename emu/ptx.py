@@ -1,0 +1,365 @@
+"""PTX parser: the module text -> one Kernel whose instructions are decoded once.
+
+Covers the PTX the CuTe DSL emits (PTX ISA chapter 4 "Syntax", chapter 11 directives as used there):
+one `.entry` with `.param` declarations, `.reg` declarations, `.extern .shared` arrays, labels,
+guard predicates, vector operands `{a, b}`, address operands `[reg+imm]`, the `%r|%p` pair of
+elect.sync, the `_` sink, and inline-asm `{ }` blocks whose labels and `.reg` names are local to the
+block (PTX ISA 11.1 "Scoping"): they are renamed apart so each block's `DONE:` stays its own.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from .state import EmulatorError
+
+
+class ParseError(EmulatorError):
+    pass
+
+
+@dataclass(frozen=True)
+class Reg:
+    name: str
+
+
+@dataclass(frozen=True)
+class Imm:
+    value: int | float
+    is_float: bool = False
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A named symbol: a kernel parameter, a shared variable or a label (resolved by the executor)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Addr:
+    """[base + offset]: base is a Reg, a Sym or None (an absolute address)."""
+
+    base: object
+    offset: int
+
+
+@dataclass(frozen=True)
+class TensorCoords:
+    """[tensorMap, {c0, c1, ...}] of cp.async.bulk.tensor (PTX ISA 9.7.9.25.5.1)."""
+
+    tensor_map: object
+    coords: tuple
+
+
+@dataclass(frozen=True)
+class Vec:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Pair:
+    """elect.sync's `%r|%p` destination."""
+
+    first: Reg
+    second: Reg
+
+
+@dataclass(frozen=True)
+class Sink:
+    pass
+
+
+@dataclass
+class Instr:
+    opcode: str  # the full dotted opcode, e.g. "mbarrier.try_wait.parity.shared.b64"
+    parts: tuple  # opcode.split(".")
+    operands: tuple
+    guard: tuple | None  # (Reg, negated)
+    line: int  # 1-based line in the PTX text
+    text: str
+    target: int = -1  # branch target index (bra)
+    handler: object = None  # set by the executor's decode step
+    info: object = None  # handler-specific decoded data
+
+    @property
+    def base(self) -> str:
+        return self.parts[0]
+
+    def where(self) -> str:
+        return f"PTX line {self.line}: {self.text.strip()}"
+
+
+@dataclass
+class Param:
+    name: str
+    size: int
+    align: int
+    offset: int = 0  # byte offset in the emulator's parameter buffer
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list
+    instrs: list
+    labels: dict
+    reqntid: tuple | None = None
+    shared_vars: dict = field(default_factory=dict)  # name -> (align, size or None for extern)
+    reg_decls: dict = field(default_factory=dict)  # register name prefix -> PTX type
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(p.size for p in self.params) + 64 * len(self.params)
+
+
+_TYPE_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4, "u32": 4, "s32": 4,
+               "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "pred": 1}
+_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
+_REG_DECL_RE = re.compile(r"\.reg\s+\.(\w+)\s+([%\w$]+?)(?:<(\d+)>)?\s*$")
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _split_top(s: str, sep: str = ",") -> list:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    tail = "".join(cur).strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def parse_imm(tok: str) -> Imm | None:
+    t = tok.strip()
+    m = re.fullmatch(r"0[fF]([0-9a-fA-F]{8})", t)
+    if m:
+        return Imm(struct.unpack("<f", struct.pack("<I", int(m.group(1), 16)))[0], True)
+    m = re.fullmatch(r"0[dD]([0-9a-fA-F]{16})", t)
+    if m:
+        return Imm(struct.unpack("<d", struct.pack("<Q", int(m.group(1), 16)))[0], True)
+    m = re.fullmatch(r"(-?)0[xX]([0-9a-fA-F]+)U?", t)
+    if m:
+        v = int(m.group(2), 16)
+        return Imm(-v if m.group(1) else v)
+    m = re.fullmatch(r"-?\d+U?", t)
+    if m:
+        return Imm(int(t.rstrip("U")))
+    m = re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", t)
+    if m:
+        return Imm(float(t), True)
+    return None
+
+
+class _Scopes:
+    """Label and register renaming for `{ }` blocks (PTX ISA 11.1)."""
+
+    def __init__(self):
+        self.stack = [0]
+        self.count = 0
+        self.local_regs = [set()]
+        self.local_labels = [set()]
+
+    def push(self):
+        self.count += 1
+        self.stack.append(self.count)
+        self.local_regs.append(set())
+        self.local_labels.append(set())
+
+    def pop(self):
+        self.stack.pop()
+        self.local_regs.pop()
+        self.local_labels.pop()
+
+    def reg(self, name: str) -> str:
+        for depth in range(len(self.stack) - 1, 0, -1):
+            if name in self.local_regs[depth]:
+                return f"{name}@{self.stack[depth]}"
+        return name
+
+    def label(self, name: str) -> str:
+        for depth in range(len(self.stack) - 1, 0, -1):
+            if name in self.local_labels[depth]:
+                return f"{name}@{self.stack[depth]}"
+        return name
+
+
+def _prescan_block_labels(lines: list) -> dict:
+    """Labels defined inside each `{ }` block, keyed by the line index of the opening brace."""
+    out, stack = {}, []
+    for i, (_, s) in enumerate(lines):
+        if s == "{":
+            stack.append(i)
+            out[i] = set()
+        elif s == "}":
+            if stack:
+                stack.pop()
+        elif stack:
+            m = re.fullmatch(r"([\w$]+):", s)
+            if m:
+                out[stack[-1]].add(m.group(1))
+    return out
+
+
+def parse_operand(tok: str, scopes: _Scopes):
+    t = tok.strip()
+    if t == "_":
+        return Sink()
+    if t.startswith("{") and t.endswith("}"):
+        return Vec(tuple(parse_operand(x, scopes) for x in _split_top(t[1:-1])))
+    if t.startswith("[") and t.endswith("]"):
+        inner = t[1:-1].strip()
+        parts = _split_top(inner)
+        if len(parts) == 2 and parts[1].startswith("{"):
+            coords = parse_operand(parts[1], scopes)
+            return TensorCoords(parse_operand(parts[0], scopes), coords.items)
+        m = re.fullmatch(r"([%\w$.]+)\s*(?:\+\s*(-?(?:0x[0-9a-fA-F]+|\d+)))?", inner)
+        if m is None:
+            imm = parse_imm(inner)
+            if imm is not None:
+                return Addr(None, int(imm.value))
+            raise ParseError(f"unsupported address operand {t!r}")
+        base_tok, off = m.group(1), m.group(2)
+        offset = int(off, 0) if off else 0
+        imm = parse_imm(base_tok)
+        if imm is not None:
+            return Addr(None, int(imm.value) + offset)
+        base = Reg(scopes.reg(base_tok)) if base_tok.startswith("%") or scopes.reg(base_tok) != base_tok else Sym(base_tok)
+        return Addr(base, offset)
+    if "|" in t:
+        a, b = t.split("|")
+        return Pair(Reg(scopes.reg(a.strip())), Reg(scopes.reg(b.strip())))
+    imm = parse_imm(t)
+    if imm is not None:
+        return imm
+    if t.startswith("%"):
+        return Reg(scopes.reg(t))
+    local = scopes.reg(t)
+    if local != t:
+        return Reg(local)
+    return Sym(scopes.label(t))
+
+
+def parse_module(text: str) -> Kernel:
+    """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
+    body = _strip_comments(text)
+    raw_lines = body.split("\n")
+    m = re.search(r"\.entry\s+([\w$]+)\s*\(", body)
+    if m is None:
+        raise ParseError("no .entry in the PTX")
+    name = m.group(1)
+    # parameters: between "(" after the entry name and the matching ")"
+    start = m.end()
+    end = body.index(")", start)
+    params = []
+    for decl in _split_top(body[start:end]):
+        pm = _PARAM_RE.search(decl)
+        if pm is None:
+            raise ParseError(f"unsupported parameter declaration {decl!r}")
+        align, ty, pname, count = pm.groups()
+        size = _TYPE_SIZES[ty] * (int(count) if count else 1)
+        params.append(Param(pname, size, int(align) if align else _TYPE_SIZES[ty]))
+    off = 0
+    for p in params:
+        off = (off + p.align - 1) // p.align * p.align
+        p.offset = off
+        off += p.size
+    shared_vars = {}
+    for sm in re.finditer(r"\.(?:extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.\w+\s+([\w$]+)\[(\d*)\]", body):
+        shared_vars[sm.group(2)] = (int(sm.group(1)), int(sm.group(3)) if sm.group(3) else None)
+    reqntid = None
+    rm = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", body)
+    if rm:
+        reqntid = tuple(int(x) for x in rm.groups())
+    # body statements: from the first "{" after the parameter list
+    line_of_end = body.count("\n", 0, end)
+    first_brace = None
+    for i in range(line_of_end, len(raw_lines)):
+        if raw_lines[i].strip().startswith("{"):
+            first_brace = i
+            break
+    if first_brace is None:
+        raise ParseError("kernel body not found")
+    # split into statements; keep the line number of each
+    stmts = []
+    for i in range(first_brace + 1, len(raw_lines)):
+        s = raw_lines[i].strip()
+        if not s:
+            continue
+        # a line may hold "label:" or "{" / "}" or statements ending with ";"
+        while s:
+            if s.startswith("{") or s.startswith("}"):
+                stmts.append((i + 1, s[0]))
+                s = s[1:].strip()
+                continue
+            lm = re.match(r"([\w$]+):\s*", s)
+            if lm and not s.startswith("."):
+                stmts.append((i + 1, lm.group(1) + ":"))
+                s = s[lm.end():].strip()
+                continue
+            semi = s.find(";")
+            if semi < 0:
+                stmts.append((i + 1, s))
+                break
+            stmts.append((i + 1, s[:semi].strip()))
+            s = s[semi + 1:].strip()
+    if stmts and stmts[-1][1] == "}":
+        stmts.pop()  # the kernel body's closing brace
+    block_labels = _prescan_block_labels(stmts)
+    scopes = _Scopes()
+    instrs, labels, pending_refs, reg_decls = [], {}, [], {}
+    for idx, (line, s) in enumerate(stmts):
+        if s == "{":
+            scopes.push()
+            scopes.local_labels[-1] |= block_labels.get(idx, set())
+            continue
+        if s == "}":
+            scopes.pop()
+            continue
+        lm = re.fullmatch(r"([\w$]+):", s)
+        if lm:
+            labels[scopes.label(lm.group(1))] = len(instrs)
+            continue
+        if s.startswith("."):
+            dm = _REG_DECL_RE.match(s)
+            if dm:
+                ty, rname, _count = dm.groups()
+                if len(scopes.stack) > 1:
+                    scopes.local_regs[-1].add(rname)
+                reg_decls[scopes.reg(rname)] = ty
+            continue  # .pragma and other directives carry no semantics here
+        guard = None
+        gm = re.match(r"@(!?)([%\w$]+)\s+", s)
+        if gm:
+            guard = (Reg(scopes.reg(gm.group(2))), gm.group(1) == "!")
+            s_ins = s[gm.end():]
+        else:
+            s_ins = s
+        om = re.match(r"([a-z][\w.:]*)\s*(.*)$", s_ins, flags=re.S)
+        if om is None:
+            raise ParseError(f"PTX line {line}: cannot parse {s!r}")
+        opcode, rest = om.group(1), om.group(2).strip()
+        operands = tuple(parse_operand(t, scopes) for t in _split_top(rest)) if rest else ()
+        ins = Instr(opcode, tuple(opcode.split(".")), operands, guard, line, s)
+        if ins.base == "bra":
+            pending_refs.append(ins)
+        instrs.append(ins)
+    for ins in pending_refs:
+        target = ins.operands[0]
+        if not isinstance(target, Sym) or target.name not in labels:
+            raise ParseError(f"{ins.where()}: unknown branch target")
+        ins.target = labels[target.name]
+    return Kernel(name, params, instrs, labels, reqntid, shared_vars, reg_decls)

@@ -1,0 +1,199 @@
+"""Run the kernel of a submission file in the emulator on reference inputs and compare with reference.py.
+
+    result = emulate(m, n, k, l, config_name=None, mode="strict", seed=1111, sched_seed=0,
+                     submission="submission.py", clusters="all")
+
+Flow: reference.generate_input (CPU) -> the tensors' bytes in emulated global memory (C poisoned NaN)
+-> emu.launch.capture_launch (the submission's real host code: grid, cluster, shared memory, parameter
+bytes with the TMA descriptors it encoded for these addresses) -> emu.machine.Machine runs every warp of
+the chosen clusters -> C read back -> reference.check_implementation on the tiles those clusters wrote.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import ptx as ptx_mod
+from .launch import capture_launch, leaderboard_tensors
+from .machine import Deadlock, Machine
+from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
+
+REPO = Path(__file__).resolve().parents[1]
+OPERANDS = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")
+DATA_INDEX = {"a": 0, "b1": 1, "b2": 2, "sfa": 6, "sfb1": 7, "sfb2": 8, "c": 9}
+
+
+@dataclass
+class EmulationResult:
+    status: str  # "match", "mismatch", "deadlock", "hazard", "unsupported"
+    config: str
+    shape: tuple
+    mode: str
+    message: str = ""
+    seconds: float = 0.0
+    clusters_run: int = 0
+    clusters_total: int = 0
+    checked_elements: int = 0
+    stats: dict = field(default_factory=dict)
+    launch: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"match": 0, "mismatch": 1}.get(self.status, 2)
+
+    def summary(self) -> str:
+        m, n, k, l = self.shape
+        return (f"emulated {self.status.upper()}: {self.config} {m}x{n}x{k}x{l} {self.mode}, "
+                f"{self.clusters_run}/{self.clusters_total} clusters, {self.checked_elements} elements checked, "
+                f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
+                f"{self.seconds:.1f} s")
+
+
+def load_submission(path: Path):
+    path = Path(path).resolve()
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    name = f"_emu_submission_{abs(hash(str(path)))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _torch_bytes(t: torch.Tensor) -> tuple[np.ndarray, int]:
+    """The whole storage of t as bytes, and t's byte offset into it."""
+    if t.dtype == torch.float4_e2m1fn_x2 or t.dtype == torch.float8_e4m3fn:
+        t = t.view(torch.uint8)
+    storage = t.untyped_storage()
+    raw = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().copy()
+    return raw, t.storage_offset() * t.element_size()
+
+
+def place_inputs(gmem: GlobalMemory, data, m: int, n: int, k: int, l: int) -> dict:
+    want = leaderboard_tensors(m, n, k, l)
+    addresses = {}
+    for name in OPERANDS:
+        t = data[DATA_INDEX[name]]
+        _dtype, shape, strides = want[name]
+        if tuple(t.shape) != tuple(shape) or tuple(t.stride()) != tuple(strides):
+            raise EmulatorError(f"{name}: input has shape {tuple(t.shape)} strides {t.stride()}, the launch "
+                                f"capture describes {shape} {strides}")
+        raw, offset = _torch_bytes(t)
+        base = gmem.alloc_array(raw)
+        addresses[name] = base + offset
+    return addresses
+
+
+def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
+    ids = list(machine.clusters())
+    if clusters in (None, "all"):
+        return ids
+    count = int(clusters)
+    if count >= len(ids):
+        return ids
+    rng = np.random.default_rng(rng_seed)
+    picked = sorted(rng.choice(len(ids), size=count, replace=False).tolist())
+    return [ids[i] for i in picked]
+
+
+def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
+            seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
+            clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
+            max_quantum: int = 24) -> EmulationResult:
+    t0 = time.time()
+    sub = load_submission(submission)
+    import reference
+
+    if config_name is None:
+        config = sub.config_for(m, n, k, l)
+    else:
+        matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
+                  [c for c in sub.CONFIG_TABLE.values() if c.name == config_name]
+        if not matches:
+            raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
+        config = matches[0]
+    ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
+    res = EmulationResult("unsupported", config.name, (m, n, k, l), mode)
+    if not ok:
+        res.message = f"{config.name} cannot implement {m}x{n}x{k}x{l}: {why}"
+        return res
+    data = reference.generate_input(m, n, k, l, seed if input_seed is None else input_seed, mode=mode, device="cpu")
+    data[9].fill_(float("nan"))
+    gmem = GlobalMemory()
+    addresses = place_inputs(gmem, data, m, n, k, l)
+    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count)
+    kernel = ptx_mod.parse_module(cap.ptx)
+    res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem}
+    try:
+        machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum)
+        ids = choose_clusters(machine, clusters, sched_seed)
+        res.clusters_total = len(list(machine.clusters()))
+        res.clusters_run = len(ids)
+        machine.run(ids)
+    except Deadlock as e:
+        res.status, res.message = "deadlock", str(e)
+    except Unsupported as e:
+        res.status, res.message = "unsupported", str(e)
+    except Hazard as e:
+        res.status, res.message = "hazard", str(e)
+    else:
+        res.stats = dict(machine.stats)
+        res.status, res.message, res.checked_elements = _compare(reference, sub, config, data, gmem, addresses, machine,
+                                                                 m, n, l, res.clusters_run == res.clusters_total)
+    if res.status != "match" and "machine" in locals():
+        res.stats = dict(machine.stats)
+    res.seconds = time.time() - t0
+    return res
+
+
+def _compare(reference, sub, config, data, gmem, addresses, machine, m, n, l, all_clusters: bool):
+    c_bytes = gmem.read(addresses["c"], m * n * l * 2)
+    out = torch.from_numpy(c_bytes.view(np.float16).copy()).reshape(l, m, n).permute(1, 2, 0)
+    expected = reference.ref_kernel(data)
+    if not all_clusters:
+        tm, tn = config.cta_tile_mn
+        written = np.zeros((m // tm, n // tn, l), bool)
+        base = addresses["c"]
+        for addr, nbytes in machine.store_log:
+            e = (addr - base) // 2
+            b, rem = divmod(e, m * n)
+            row, col = divmod(rem, n)
+            written[row // tm, col // tn, b] = True
+        rows = []
+        for i, j, b in zip(*np.nonzero(written)):
+            rows.append((slice(i * tm, (i + 1) * tm), slice(j * tn, (j + 1) * tn), b))
+        if not rows:
+            return "mismatch", "the emulated clusters wrote no element of C", 0
+        checked = 0
+        for rs, cs, b in rows:
+            ok, msg = _check(out[rs, cs, b], expected[rs, cs, b])
+            checked += (rs.stop - rs.start) * (cs.stop - cs.start)
+            if not ok:
+                return "mismatch", f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}", checked
+        return "match", f"{len(rows)} tiles", checked
+    ok, msg = _check(out, expected)
+    return ("match" if ok else "mismatch"), msg, m * n * l
+
+
+def _check(out: torch.Tensor, expected: torch.Tensor) -> tuple[bool, str]:
+    """The leaderboard's rule: |out - ref| <= 1e-3 + 1e-3 |ref|, NaN and inf must match."""
+    o, e = out.float(), expected.float()
+    nan_ok = torch.isnan(o) == torch.isnan(e)
+    inf_ok = torch.isinf(o) == torch.isinf(e)
+    close = torch.isclose(o, e, rtol=1e-3, atol=1e-3, equal_nan=True)
+    bad = ~(close & nan_ok & inf_ok)
+    if not bad.any():
+        return True, "all elements within tolerance"
+    idx = torch.nonzero(bad)[:5]
+    shown = ", ".join(f"[{', '.join(str(int(x)) for x in i)}] got {o[tuple(i)].item():.6g} want {e[tuple(i)].item():.6g}"
+                      for i in idx)
+    return False, f"{int(bad.sum())} of {bad.numel()} elements differ; first: {shown}"

@@ -1,0 +1,161 @@
+"""Warp state and typed register access, vectorised over the 32 lanes of a warp.
+
+Every register holds its bits zero-extended in a uint64 lane vector; predicates are bool vectors.
+A read reinterprets the bits as the instruction's type (PTX ISA 5.2 "Types": b/u/s/f of 8–64 bits),
+a write stores the bits of the value, masked to the lanes that execute.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ptx import Addr, Imm, Pair, Reg, Sink, Sym, Vec
+from .state import EmulatorError
+
+WARP = 32
+
+_NP = {
+    "b8": np.uint8, "u8": np.uint8, "s8": np.int8,
+    "b16": np.uint16, "u16": np.uint16, "s16": np.int16, "f16": np.float16,
+    "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32,
+    "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
+}
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def np_type(ty: str):
+    try:
+        return _NP[ty]
+    except KeyError:
+        raise EmulatorError(f"unknown PTX type .{ty}") from None
+
+
+def type_bits(ty: str) -> int:
+    return np.dtype(np_type(ty)).itemsize * 8
+
+
+def to_bits(values: np.ndarray, ty: str) -> np.ndarray:
+    """Lane values of PTX type `ty` -> their bits zero-extended to uint64."""
+    dt = np_type(ty)
+    v = np.asarray(values)
+    if v.dtype != dt:
+        v = v.astype(dt)
+    return v.view(_UNSIGNED[v.itemsize]).astype(np.uint64)
+
+
+def from_bits(bits: np.ndarray, ty: str) -> np.ndarray:
+    dt = np.dtype(np_type(ty))
+    return bits.astype(_UNSIGNED[dt.itemsize]).view(dt)
+
+
+class Warp:
+    """One warp: per-lane program counters, exit flags and registers.
+
+    Divergence and reconvergence: the warp executes, each step, the lanes whose program counter is the
+    smallest among its runnable lanes. Lanes that branched ahead wait there until the others catch up,
+    so structured branches reconverge at their join point and loops run lanes in lockstep.
+    """
+
+    def __init__(self, cta, warp_id: int, nthreads: int, kernel_regs: dict):
+        self.cta = cta
+        self.warp_id = warp_id
+        self.nthreads = nthreads  # threads of this warp that exist (blockDim may not be a multiple of 32)
+        self.pc = np.zeros(WARP, np.int64)
+        self.exited = np.arange(WARP) >= nthreads
+        self.regs: dict = {}
+        self.reg_types = kernel_regs
+        self.blocked_on = None  # a barrier object while the warp cannot proceed
+        self.sleep_key = None  # an mbarrier the warp last found incomplete (a spin-wait hint)
+        self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
+        self.instructions = 0
+        self.last_line = 0
+
+    # -------------------------------------------------------------- identity
+    @property
+    def tid(self) -> np.ndarray:
+        return self.warp_id * WARP + np.arange(WARP)
+
+    @property
+    def done(self) -> bool:
+        return bool(self.exited.all())
+
+    def select_lanes(self) -> tuple[int, np.ndarray]:
+        live = ~self.exited
+        pc = int(self.pc[live].min())
+        return pc, live & (self.pc == pc)
+
+    # -------------------------------------------------------------- registers
+    def _reg(self, name: str) -> np.ndarray:
+        r = self.regs.get(name)
+        if r is None:
+            # Registers start undefined (PTX ISA 5.1.1): poison them so a read of one is visible.
+            r = np.full(WARP, 0xFFFFFFFFFFFFFFFF, np.uint64) if not _is_pred(name, self.reg_types) else np.zeros(WARP, bool)
+            self.regs[name] = r
+        return r
+
+    def read(self, op, ty: str, ctx=None) -> np.ndarray:
+        """The operand's lane values as PTX type `ty` (a numpy vector of 32)."""
+        if isinstance(op, Reg):
+            if self.pending_tmem_ld and op.name in self.pending_tmem_ld:
+                self.pending_tmem_ld[op.name].finish()
+            r = self._reg(op.name)
+            if ty == "pred":
+                return r.copy()
+            if r.dtype == bool:
+                return r.astype(np_type(ty))
+            return from_bits(r, ty)
+        if isinstance(op, Imm):
+            if ty == "pred":
+                return np.full(WARP, bool(op.value))
+            dt = np_type(ty)
+            if op.is_float or np.dtype(dt).kind == "f":
+                return np.full(WARP, op.value, dt)
+            bits = int(op.value) & ((1 << type_bits(ty)) - 1)
+            return np.full(WARP, bits, _UNSIGNED[np.dtype(dt).itemsize]).view(dt)
+        if isinstance(op, Sym):
+            if ctx is None:
+                raise EmulatorError(f"symbol {op.name} needs a context")
+            return np.full(WARP, ctx.symbol_address(self, op.name), np.uint64).astype(np_type(ty))
+        raise EmulatorError(f"cannot read operand {op!r} as .{ty}")
+
+    def write(self, op, values: np.ndarray, ty: str, mask: np.ndarray) -> None:
+        if isinstance(op, Sink):
+            return
+        if not isinstance(op, Reg):
+            raise EmulatorError(f"cannot write operand {op!r}")
+        if self.pending_tmem_ld and op.name in self.pending_tmem_ld:
+            self.pending_tmem_ld[op.name].finish()
+        r = self._reg(op.name)
+        if ty == "pred":
+            r[mask] = np.asarray(values, bool)[mask] if np.ndim(values) else bool(values)
+            return
+        bits = to_bits(np.broadcast_to(values, (WARP,)), ty)
+        if r.dtype == bool:
+            r[mask] = bits[mask] != 0
+        else:
+            r[mask] = bits[mask]
+
+    def write_bits(self, name: str, bits: np.ndarray, mask: np.ndarray) -> None:
+        r = self._reg(name)
+        r[mask] = bits[mask]
+
+
+def _is_pred(name: str, reg_types: dict) -> bool:
+    if name in reg_types:
+        return reg_types[name] == "pred"
+    base = name.split("@")[0].rstrip("0123456789")
+    for decl, ty in reg_types.items():
+        if decl.split("@")[0] == base or decl == name:
+            return ty == "pred"
+    return base == "%p"
+
+
+def operand_regs(op) -> list:
+    if isinstance(op, Reg):
+        return [op]
+    if isinstance(op, Vec):
+        return [x for x in op.items if isinstance(x, Reg)]
+    if isinstance(op, Pair):
+        return [op.first, op.second]
+    if isinstance(op, Addr) and isinstance(op.base, Reg):
+        return [op.base]
+    return []

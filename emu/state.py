@@ -1,0 +1,157 @@
+"""Explicit machine state: global memory, per-CTA shared and tensor memory, clusters.
+
+Address conventions (the emulator's own choices where the PTX ISA leaves them to the implementation):
+- Global addresses are 64-bit virtual addresses handed out by `GlobalMemory.alloc`.
+- Shared addresses carry the CTA's rank in the cluster above bit 24: rank << 24 | byte offset. The
+  shared::cta window is contained in the shared::cluster window (PTX ISA 5.1.7 "Shared State Space"),
+  so an address of the executing CTA is valid in both; `mapa` swaps the rank bits. The bit position
+  is the hardware's, not the ISA's: CUTLASS's SM100 2-CTA code reaches the even CTA of a pair by
+  masking bit 24 of its own shared address (include/cute/arch/mma_sm100_umma.hpp,
+  `Sm100MmaPeerBitMask = 0xFEFFFFFF`), and the kernel's PTX does the same (`and.b32 ..., -16777224`).
+- A tensor-memory address is lane << 16 | column (PTX ISA 9.7.16.2.1 "Tensor Memory Addressing").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CLUSTER_RANK_SHIFT = 24
+SHARED_OFFSET_MASK = (1 << CLUSTER_RANK_SHIFT) - 1
+TMEM_LANES = 128
+TMEM_COLUMNS = 512
+POISON_BYTE = 0xFF  # fp16 0xFFFF and fp32 0xFFFFFFFF are NaN; e4m3 0xFF is NaN
+POISON_WORD = 0xFFFFFFFF
+
+
+class EmulatorError(Exception):
+    """Base class: every emulator failure names what it was doing."""
+
+
+class Hazard(EmulatorError):
+    """The kernel did something the PTX ISA leaves undefined (a race, a bad address, a misuse)."""
+
+
+class Unsupported(EmulatorError):
+    """An opcode form the emulator does not implement: never a silent no-op."""
+
+
+class GlobalMemory:
+    """Sparse global memory: a list of allocations, each a numpy byte array at a virtual address."""
+
+    BASE = 0x7F00_0000_0000
+
+    def __init__(self):
+        self._allocs: list[tuple[int, np.ndarray]] = []
+        self._next = self.BASE
+
+    def alloc(self, nbytes: int, align: int = 1024, fill: int | None = None) -> int:
+        addr = (self._next + align - 1) // align * align
+        buf = np.zeros(nbytes, np.uint8) if fill is None else np.full(nbytes, fill, np.uint8)
+        self._allocs.append((addr, buf))
+        self._next = addr + max(nbytes, 1) + 4096  # a gap so overruns do not land in a neighbour
+        return addr
+
+    def alloc_array(self, data: np.ndarray, align: int = 1024) -> int:
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        addr = self.alloc(raw.size, align)
+        self.buffer(addr)[:] = raw
+        return addr
+
+    def buffer(self, addr: int) -> np.ndarray:
+        """The whole allocation that starts at addr (a live view)."""
+        for base, buf in self._allocs:
+            if base == addr:
+                return buf
+        raise Hazard(f"no global allocation starts at {addr:#x}")
+
+    def _find(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
+        for base, buf in self._allocs:
+            if base <= addr and addr + nbytes <= base + buf.size:
+                return buf, addr - base
+        raise Hazard(f"global access of {nbytes} bytes at {addr:#x} is outside every allocation")
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        buf, off = self._find(addr, nbytes)
+        return buf[off:off + nbytes].copy()
+
+    def write(self, addr: int, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        buf, off = self._find(addr, data.size)
+        buf[off:off + data.size] = data
+
+    def contains(self, addr: int, nbytes: int) -> bool:
+        try:
+            self._find(addr, nbytes)
+            return True
+        except Hazard:
+            return False
+
+
+@dataclass
+class TensorMemoryAllocation:
+    column: int
+    ncols: int
+
+
+@dataclass
+class Cta:
+    """One CTA: its coordinates, shared memory, tensor memory and mbarriers.
+
+    Shared memory and tensor memory start poisoned (POISON_BYTE / POISON_WORD): a read of data that no
+    producer wrote comes back NaN (fp16/fp32/e4m3) or -6.0 (FP4 nibble 0xF).
+    """
+
+    ctaid: tuple[int, int, int]
+    rank: int  # %cluster_ctarank
+    cluster: "Cluster"
+    smem: np.ndarray
+    tmem: np.ndarray = field(default_factory=lambda: np.full((TMEM_LANES, TMEM_COLUMNS), POISON_WORD, np.uint32))
+    tmem_allocs: list = field(default_factory=list)
+    relinquished: bool = False
+    mbarriers: dict = field(default_factory=dict)  # shared offset -> emu.mbarrier.Mbarrier
+
+    @property
+    def peer(self) -> "Cta":
+        """The other CTA of a CTA pair (cta_group::2): ranks 2i and 2i+1 (PTX ISA 9.7.16.1 "CTA pair")."""
+        return self.cluster.ctas[self.rank ^ 1]
+
+
+@dataclass
+class Cluster:
+    clusterid: tuple[int, int, int]
+    dims: tuple[int, int, int]
+    ctas: list = field(default_factory=list)
+
+
+class SharedAddressing:
+    """Resolve shared::cta / shared::cluster addresses to (cta, offset)."""
+
+    @staticmethod
+    def cluster_address(rank: int, offset: int) -> int:
+        return (rank << CLUSTER_RANK_SHIFT) | offset
+
+    @staticmethod
+    def resolve(cta: Cta, addr: int, cluster_scope: bool) -> tuple[Cta, int]:
+        addr = int(addr) & 0xFFFFFFFF
+        rank = addr >> CLUSTER_RANK_SHIFT
+        if rank == cta.rank:
+            return cta, addr & SHARED_OFFSET_MASK
+        if not cluster_scope:
+            raise Hazard(f"shared::cta access at {addr:#x} names CTA rank {rank}; the executing CTA is rank {cta.rank}")
+        if rank >= len(cta.cluster.ctas):
+            raise Hazard(f"shared::cluster address {addr:#x} names CTA rank {rank}, cluster has {len(cta.cluster.ctas)}")
+        return cta.cluster.ctas[rank], addr & SHARED_OFFSET_MASK
+
+
+def smem_read(cta: Cta, offset: int, nbytes: int) -> np.ndarray:
+    if offset < 0 or offset + nbytes > cta.smem.size:
+        raise Hazard(f"shared read of {nbytes} bytes at {offset:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
+    return cta.smem[offset:offset + nbytes].copy()
+
+
+def smem_write(cta: Cta, offset: int, data: np.ndarray) -> None:
+    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    if offset < 0 or offset + data.size > cta.smem.size:
+        raise Hazard(f"shared write of {data.size} bytes at {offset:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
+    cta.smem[offset:offset + data.size] = data

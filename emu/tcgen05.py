@@ -1,0 +1,545 @@
+"""tcgen05 (5th-generation Tensor Core) semantics for the NVFP4 block-scaled MMA path: pure functions.
+
+Implemented (what the NVFP4 dual-GEMM kernel uses; everything else raises Unsupported):
+  - shared-memory matrix descriptor and block-scaled instruction descriptor decoding,
+  - operand fetch through a K-major descriptor (SWIZZLE_128B / 64B / 32B / none),
+  - tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.block16 (== scale_vec::4X), M=128 (cta_group::1)
+    and M=256 (cta_group::2),
+  - tcgen05.cp.cta_group::{1,2}.32x128b.warpx4,
+  - tcgen05.ld.sync.aligned.32x32b.xN,
+  - tcgen05.alloc / dealloc / relinquish_alloc_permit.
+
+Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
+9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
+layout only as a figure (scale-factor layouts, data-path layouts), the second source is CUTLASS's C++ headers
+(include/cute/arch/mma_sm100_desc.hpp, mma_sm100_umma.hpp, include/cute/atom/mma_traits_sm100.hpp,
+mma_traits_sm100_frag.hpp, include/cute/arch/tmem_allocator_sm100.hpp), and the third, for what the hardware
+really does, gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm/submission_v2.py (a raw CUDA+PTX kernel for
+this exact problem that passed the B200 checks). The CuTe DSL's Python layout code is NOT used.
+
+Address conventions: emu.state (tensor-memory address = lane << 16 | column; shared addresses in
+descriptors are shared::cta offsets of the CTA that reads them).
+
+Answers to the questions this module settles (each also cited beside the code that uses it):
+
+Q1 SW128 K-major canonical layout. PTX ISA 9.7.16.3.3 "Canonical layouts" (K-major, 128B swizzling):
+   Swizzle<3,4,3> o ((8,m),(T,2k)):((8T,SBO),(1,T)) with T = 128/bits = 32 FP4 elements (16 bytes).
+   In bytes, before swizzling: row r, byte j of the row (j < 128) sits at
+       start + (r // 8) * SBO + (r % 8) * 128 + j
+   and the swizzle XORs address bits [4,7) with bits [7,10): phys = a ^ ((a >> 3) & 0x70).
+   64 FP4 K-elements = 32 bytes = two 16-byte chunks of the 128-byte row. LBO is "not used, assumed to be 1"
+   for swizzled K-major layouts (PTX ISA 9.7.16.3.1.1 table); SBO is the offset between consecutive 8-row
+   groups (PTX ISA 9.7.16.3.2) = 1024 for densely packed 8x128-byte atoms. The swizzle is a function of the
+   absolute shared address: the 128B pattern repeats at 1024-byte boundaries, and base_offset must be 0 when
+   the pattern starts at such a boundary (PTX ISA 9.7.16.4.1, Table 41). Therefore one 256-element K stage
+   (128 bytes per row) is walked by adding 32 bytes per k-block of 64 to the descriptor's start address
+   (the kernel adds 2 to the 16-byte-unit field; CUTLASS's UMMA::DescriptorIterator adds to the low word the
+   same way; gau-nernst's kernel does `a_desc += 32 >> 4`): the k-block kb of row r reads logical bytes
+   [32kb, 32kb+32) of that row, i.e. 16-byte chunks 2kb, 2kb+1, physically at chunk (2kb+c) ^ (r % 8).
+
+Q2 Accumulator layout. PTX ISA 9.7.16.10.5 Data Path Layout Organization (Table: M=128 cta_group::1 ->
+   Layout D, 4x1 datapath; M=256 cta_group::2 -> Layout A, 4x1, lane alignment 0); the figures are images,
+   so the mapping is taken from CUTLASS mma_traits_sm100_frag.hpp tmem_frg (M_MMA=128: atom (128,N):(1,128),
+   i.e. row -> lane, column -> column) and mma_traits_sm100.hpp SM100_MMA_MXF4_2x1SM_SS CLayout
+   ((2,(M/2,N)):((M/2),(1,M))): D row i (0..M-1) lives in the TMEM of CTA v = i // 128 of the pair (v = 0
+   the even rank), lane i % 128, column d_col + j for D column j. M=128: lane i, column d_col + j.
+
+Q3 cta_group::2 operands. CUTLASS SM100_MMA_MXF4_2x1SM_SS: ALayout ((2,(M/2,K)):((M/2),(1,M))) -> CTA v
+   holds A rows [128v, 128v+128) in its own shared memory; BLayout ((2,(N/2,K)):((N/2),(1,N))) -> CTA v holds
+   B rows (= D columns) [v*N/2, (v+1)*N/2). Both CTAs read their half through the same descriptor value
+   (same shared::cta offset). Evidence that this is the hardware behaviour: gau-nernst's v2 TMA-loads
+   B rows off_n + cta_rank * BLOCK_N/2 into each CTA at the same offset and issues the MMA from CTA 0 only.
+   PTX ISA 9.7.16.10: "the B matrix ... in Shared Memory of the current CTA and optionally in peer CTA".
+   D rows of CTA v go to CTA v's TMEM (Q2).
+
+Q4 Scale factors in TMEM, block16 / scale_vec::4X. PTX ISA 9.7.16.10.7.2.3 / 9.7.16.10.7.3.3: four scale
+   factors per row, "provided in 4-byte aligned sub-column", SF_ID must be 0 (figures 233 / 242 are images).
+   PTX ISA 9.7.16.10.7: "Scale factors for A and B matrices need to be duplicated to all 32 lane
+   partitions of tensor memory". Layout from CUTLASS mma_traits_sm100_frag.hpp tmem_sf_frg (4x1 datapath,
+   used for SFA of M=128/256 and SFB of M=256 or cta_group::1): atom
+   (((32, MN/32), 4), (16, 4)) : (((1, 512), 32), (0, 128)) in (lane + 128*byte-column) units ->
+   scale of MN row n = 32g + r, K block s lives in lane 32q + r (every q = 0..3), TMEM column base + g,
+   byte s of the 32-bit word (byte 0 = least significant; SF_ID selects a byte, CUTLASS
+   make_runtime_instr_desc_block_scaled: "The first 2-bits of TMEM address includes byte address").
+   So SFA (M=128 per CTA) takes 4 columns, SFB takes N/32 columns (N=64: 2, N=128: 4, N=256: 8); with
+   cta_group::2 each CTA's TMEM holds its own 128 SFA rows and ALL N SFB rows (CUTLASS 2x1SM traits use the
+   4x1 SFB atom for M=256 = ScaleFactorDuplicated4by1).
+   Instruction descriptor sf_id fields: a_sf_id bits [29,31), b_sf_id bits [4,6) (CUTLASS
+   InstrDescriptorBlockScaled); they must be 0 for scale_vec::4X.
+   tcgen05.cp.32x128b.warpx4 (PTX ISA 9.7.16.9.2 + 9.7.16.2.3 Data Movement Shape): 32 rows x 128 bits from
+   shared memory go to 32 lanes x 4 columns and are multicast to all 4 warps' lane quadrants; row r's 16
+   bytes become columns taddr.col + 0..3 (byte b -> column b // 4, byte b % 4) of lanes r, 32+r, 64+r, 96+r.
+   With the 512-byte atom "byte r*16 + g*4 + k = scale of row g*32 + r, K block k" this yields exactly the
+   Q4 layout. cta_group::2: "the data is copied into the Tensor Memory of both the current and the peer
+   CTAs" (PTX ISA 9.7.16.9.2); the ISA does not say from whose shared memory. We copy each CTA's own shared
+   memory (same offset) into its own TMEM: gau-nernst's v2 keeps a different SFA (its own 128 A rows) in
+   each CTA's shared memory and issues one cta_group::2 cp from CTA 0, which is only correct this way.
+
+Q5 N=64. The MMA reads N/32 = 2 SFB columns. A 128-row SFB atom spans 4 columns; a 64-wide N tile selects
+   its half by an address offset of 2 columns in sfb_taddr (gau-nernst v2: `scale_B1_tmem + sfb_offset`,
+   sfb_offset = (bid_n % 2) * 2), not by sf_id (which must be 0 for 4X). The SFB address must be 2-column
+   (8-byte) aligned (gau-nernst's source comment; not in the ISA text we could read) -> Hazard otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
+from .state import POISON_WORD, TMEM_COLUMNS, TMEM_LANES, Cta, Hazard, TensorMemoryAllocation, Unsupported
+
+# --------------------------------------------------------------------------------------------------
+# Tensor-memory addresses
+# --------------------------------------------------------------------------------------------------
+
+
+def split_taddr(taddr: int) -> tuple[int, int]:
+    """(lane, column) of a tensor-memory address: lane in bits [16,32), column in bits [0,16)
+    (PTX ISA 9.7.16.2.1 Tensor Memory Addressing)."""
+    taddr = int(taddr) & 0xFFFFFFFF
+    return taddr >> 16, taddr & 0xFFFF
+
+
+def _check_allocated(cta: Cta, col: int, ncols: int, what: str) -> None:
+    """Every tensor-memory access must fall inside a live allocation (PTX ISA 9.7.16.7.1: tensor memory
+    must be allocated with tcgen05.alloc before use)."""
+    if col < 0 or col + ncols > TMEM_COLUMNS:
+        raise Hazard(f"{what}: columns [{col}, {col + ncols}) outside tensor memory (512 columns), CTA {cta.ctaid}")
+    for alloc in cta.tmem_allocs:
+        if alloc.column <= col and col + ncols <= alloc.column + alloc.ncols:
+            return
+    raise Hazard(f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
+                 f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared memory descriptor (PTX ISA 9.7.16.4.1, Table 40; CUTLASS cute::UMMA::SmemDescriptor)
+# --------------------------------------------------------------------------------------------------
+
+LAYOUTS = {0: "none", 1: "128B_base32B", 2: "128B", 4: "64B", 6: "32B"}
+_SWIZZLE_BYTES = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
+
+
+@dataclass(frozen=True)
+class SmemDescriptor:
+    start_address: int        # bytes (field << 4)
+    leading_byte_offset: int  # bytes (field << 4); in absolute mode, an address
+    stride_byte_offset: int   # bytes (field << 4)
+    version: int              # bits [46,49): fixed 0b001 for tcgen05
+    base_offset: int          # bits [49,52)
+    lbo_mode: int             # bit 52: 0 relative offset, 1 absolute address
+    layout: str               # bits [61,64): none / 128B_base32B / 128B / 64B / 32B
+    raw: int
+
+
+def decode_smem_descriptor(desc: int) -> SmemDescriptor:
+    """Decode a 64-bit tcgen05 shared memory descriptor (PTX ISA 9.7.16.4.1, Table 40):
+    [0,14) start address >> 4, [16,30) LBO >> 4, [32,46) SBO >> 4, [46,49) fixed 0b001, [49,52) base offset,
+    52 LBO mode, [53,61) fixed 0, [61,64) swizzling mode (0 none, 1 128B with 32B atom, 2 128B, 4 64B, 6 32B;
+    3, 5, 7 invalid). CUTLASS SmemDescriptor calls bits [46,48) version_ (= 1 for Blackwell)."""
+    desc = int(desc) & 0xFFFF_FFFF_FFFF_FFFF
+    version = (desc >> 46) & 0x7
+    layout_code = (desc >> 61) & 0x7
+    if version != 0b001:
+        raise Hazard(f"smem descriptor {desc:#x}: bits [46,49) must be the fixed constant 0b001 (PTX ISA 9.7.16.4.1), got {version:#b}")
+    if (desc >> 53) & 0xFF:
+        raise Hazard(f"smem descriptor {desc:#x}: bits [53,61) must be 0 (PTX ISA 9.7.16.4.1)")
+    if layout_code not in LAYOUTS:
+        raise Hazard(f"smem descriptor {desc:#x}: swizzling mode {layout_code} is invalid (PTX ISA 9.7.16.4.1)")
+    return SmemDescriptor(
+        start_address=(desc & 0x3FFF) << 4,
+        leading_byte_offset=((desc >> 16) & 0x3FFF) << 4,
+        stride_byte_offset=((desc >> 32) & 0x3FFF) << 4,
+        version=version,
+        base_offset=(desc >> 49) & 0x7,
+        lbo_mode=(desc >> 52) & 0x1,
+        layout=LAYOUTS[layout_code],
+        raw=desc,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Instruction descriptor, block-scaled kinds (PTX ISA 9.7.16.4.2; CUTLASS UMMA::InstrDescriptorBlockScaled)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstrDescriptor:
+    m: int
+    n: int
+    a_format: str       # "e2m1"
+    b_format: str
+    scale_format: str   # "ue4m3" / "ue8m0"
+    a_sf_id: int
+    b_sf_id: int
+    negate_a: bool
+    negate_b: bool
+    transpose_a: bool
+    transpose_b: bool
+    sparse: bool
+    k: int              # 64 for dense mxf4nvf4
+    raw: int
+
+
+def decode_instr_descriptor(idesc: int, kind: str) -> InstrDescriptor:
+    """Decode a 32-bit instruction descriptor for kind::mxf4nvf4 (block-scaled). Bit layout (CUTLASS
+    InstrDescriptorBlockScaled, matching the ISA's Instruction descriptor table for .kind::mxf4nvf4):
+    [0,2) sparse id2, 2 sparse flag, 3 reserved, [4,6) b_sf_id, 6 reserved, [7,10) atype (E2M1 = 1),
+    [10,13) btype, 13 negate A, 14 negate B, 15 transpose A, 16 transpose B, [17,23) N >> 3,
+    23 scale type (0 UE4M3, 1 UE8M0), [24,29) M >> 4 (the ISA writes M >> 7 in [27,29) with [24,27) reserved:
+    identical for M = 128 / 256), [29,31) a_sf_id, 31 K size (0: K = 64 dense)."""
+    if kind != "mxf4nvf4":
+        raise Unsupported(f"instruction descriptor for kind::{kind}: only kind::mxf4nvf4 is implemented")
+    idesc = int(idesc) & 0xFFFFFFFF
+    bit = lambda i: (idesc >> i) & 1  # noqa: E731
+    field = lambda lo, n: (idesc >> lo) & ((1 << n) - 1)  # noqa: E731
+    if field(0, 2) or bit(2):
+        raise Unsupported(f"idesc {idesc:#x}: sparse A (bits [0,3)) is not implemented")
+    if bit(3) or bit(6):
+        raise Hazard(f"idesc {idesc:#x}: reserved bits 3 / 6 are set")
+    fmt = {1: "e2m1"}  # CUTLASS UMMA::MXF4Format: E2M1 = 1
+    a_code, b_code = field(7, 3), field(10, 3)
+    if a_code not in fmt or b_code not in fmt:
+        raise Hazard(f"idesc {idesc:#x}: kind::mxf4nvf4 needs atype = btype = E2M1 (1), got {a_code}, {b_code}")
+    transpose_a, transpose_b = bool(bit(15)), bool(bit(16))
+    if transpose_a or transpose_b:
+        # PTX ISA 9.7.16.10.1 Table 49: transpose is not supported for .kind::mxf4nvf4.
+        raise Hazard(f"idesc {idesc:#x}: transpose A/B is not supported for kind::mxf4nvf4 (PTX ISA 9.7.16.10.1)")
+    if bit(31):
+        raise Unsupported(f"idesc {idesc:#x}: K = 96 (bit 31) is not implemented")
+    n = field(17, 6) << 3
+    m = field(24, 5) << 4
+    return InstrDescriptor(
+        m=m, n=n, a_format=fmt[a_code], b_format=fmt[b_code],
+        scale_format="ue8m0" if bit(23) else "ue4m3",
+        a_sf_id=field(29, 2), b_sf_id=field(4, 2),
+        negate_a=bool(bit(13)), negate_b=bool(bit(14)),
+        transpose_a=transpose_a, transpose_b=transpose_b,
+        sparse=False, k=64, raw=idesc,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Operand fetch through a descriptor
+# --------------------------------------------------------------------------------------------------
+
+
+def swizzle_address(addr: np.ndarray, layout: str) -> np.ndarray:
+    """Physical shared address of a logical (pre-swizzle) address: CuTe Swizzle<B,4,3> on the absolute
+    address (PTX ISA 9.7.16.3.3 canonical-layout table, last column; PTX ISA 9.7.16.4.1 Table 41: the
+    pattern repeats at 1024 / 512 / 256-byte boundaries for 128B / 64B / 32B): bits [4,4+B) ^= bits [7,7+B)."""
+    bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[layout]
+    if bits == 0:
+        return addr
+    mask = ((1 << bits) - 1) << 7
+    return addr ^ ((addr & mask) >> 3)
+
+
+def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.ndarray:
+    """[rows, kbytes] physical shared addresses of a K-major operand (PTX ISA 9.7.16.3.3 canonical layouts,
+    K-major; T = 16 bytes):
+      none:     ((8,m),(T,2k)):((1T,SBO),(1,LBO))  -> row r, byte j: (r//8)*SBO + (r%8)*16 + (j//16)*LBO + j%16
+      swizzled: ((8,m),(T,2k)):((wT,SBO),(1,T))    -> row r, byte j: (r//8)*SBO + (r%8)*W + j, W = swizzle bytes
+    then the swizzle of swizzle_address (a function of the absolute address)."""
+    if desc.layout == "128B_base32B":
+        raise Unsupported("128B swizzling with 32B atomicity (layout 1) is not implemented (K-major never uses it)")
+    if desc.lbo_mode:
+        raise Unsupported("leading-dimension absolute address mode (bit 52) is sm_103a only (PTX ISA 9.7.16.4.1.1)")
+    if desc.base_offset:
+        raise Unsupported(f"matrix base offset {desc.base_offset} != 0 is not implemented")
+    if rows % 8:
+        raise Hazard(f"operand of {rows} rows: canonical layouts are built of 8-row core matrices")
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    j = np.arange(kbytes, dtype=np.int64)[None, :]
+    start = desc.start_address
+    if desc.layout == "none":
+        logical = start + (r // 8) * desc.stride_byte_offset + (r % 8) * 16 + (j // 16) * desc.leading_byte_offset + j % 16
+        return np.broadcast_to(logical, (rows, kbytes)).copy()
+    width = _SWIZZLE_BYTES[desc.layout]
+    if (start % width) + kbytes > width:
+        # The K extent of one MMA must stay inside one swizzle row (PTX ISA 9.7.16.3.1.2: a 48-byte K "would
+        # overflow the 128B shared memory boundary" and needs the sm_103a absolute mode).
+        raise Hazard(f"operand K extent [{start % width}, {start % width + kbytes}) crosses the {width}-byte swizzle row "
+                     f"(start address {start:#x})")
+    if (start % (8 * width)) // width:
+        # base_offset == 0 promises the swizzle pattern starts at a pattern boundary (PTX ISA 9.7.16.4.1 Table 41);
+        # a start address inside rows 1..7 of an atom means the pattern started earlier -> base offset must be set.
+        raise Hazard(f"start address {start:#x} is not in row 0 of a {width}B-swizzle atom but base_offset is 0 "
+                     "(PTX ISA 9.7.16.4.1)")
+    logical = start + (r // 8) * desc.stride_byte_offset + (r % 8) * width + j
+    return swizzle_address(logical, desc.layout)
+
+
+def read_operand(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, elem_bits: int) -> np.ndarray:
+    """The [rows, k_elems] operand an MMA reads through desc (K-major): uint8 codes, one element per entry.
+    read_smem(shared_addr, nbytes) -> uint8 array. FP4 packing: element 2i in the low nibble of byte i
+    (see emu.numerics)."""
+    if elem_bits != 4:
+        raise Unsupported(f"operand element size {elem_bits} bits: only 4-bit (e2m1) operands are implemented")
+    kbytes = k_elems * elem_bits // 8
+    addrs = operand_byte_addresses(desc, rows, kbytes)
+    lo, hi = int(addrs.min()), int(addrs.max())
+    window = np.asarray(read_smem(lo, hi - lo + 1), dtype=np.uint8)
+    packed = window[addrs - lo]
+    return unpack_fp4(packed)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scale factors in tensor memory
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: int, what: str) -> np.ndarray:
+    """[rows, nscales] scale bytes for MN rows 0..rows-1 (scale_vec::4X layout, module docstring Q4):
+    row n = 32g + r, K block s -> lane 32q + r (all q, which must agree), column col + g, byte s."""
+    lane, col = split_taddr(taddr)
+    if lane != 0:
+        raise Hazard(f"{what} address {taddr:#x}: lane field {lane:#x} must be 0 (scale factors span all 128 lanes; "
+                     "bits 30-31 would be a byte (SF_ID) offset, which must be 0 for scale_vec::4X)")
+    if nscales != 4 or sf_id != 0:
+        # PTX ISA 9.7.16.10.7.2.3 / 9.7.16.10.7.3.3: for scale_vec::4X "The SF_ID value must be 0".
+        raise Hazard(f"{what}: scale_vec::4X requires SF_ID = 0, got {sf_id}")
+    if rows % 32:
+        raise Unsupported(f"{what}: {rows} rows is not a multiple of 32")
+    ncols = rows // 32
+    _check_allocated(cta, col, ncols, what)
+    words = cta.tmem[:, col:col + ncols]  # [128 lanes, ncols]
+    if np.any(words == POISON_WORD):
+        raise Hazard(f"{what}: reads tensor memory columns [{col}, {col + ncols}) of CTA {cta.ctaid} that hold no data")
+    quads = words.reshape(4, 32, ncols)  # [q, r, g]
+    if np.any(quads != quads[0:1]):
+        # PTX ISA 9.7.16.10.7: "Scale factors for A and B matrices need to be duplicated to all 32 lane partitions".
+        raise Hazard(f"{what}: scale factors in columns [{col}, {col + ncols}) are not duplicated across the four "
+                     "32-lane partitions (PTX ISA 9.7.16.10.7)")
+    w = quads[0].T.reshape(rows)  # row n = 32g + r -> word [g, r]
+    return ((w[:, None] >> (8 * np.arange(4, dtype=np.uint32))[None, :]) & 0xFF).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------------------------------
+# tcgen05.mma ... .block_scale
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_group(group: list) -> None:
+    if len(group) == 1:
+        return
+    if len(group) != 2:
+        raise Hazard(f"cta_group must name 1 or 2 CTAs, got {len(group)}")
+    even, odd = group
+    if even.rank % 2 or odd is not even.peer:
+        # PTX ISA 9.7.16.1 (CTA pair): the pair is ranks 2i, 2i+1 of one cluster.
+        raise Hazard(f"cta_group::2 needs [even CTA, its peer]; got ranks {even.rank}, {odd.rank}")
+
+
+def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
+                     sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16) -> None:
+    """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
+    D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
+
+    group: [cta] (cta_group::1, M = 128) or [cta_even, cta_odd] (cta_group::2, M = 256). Operands and
+    layouts: module docstring Q1-Q5. Each CTA v computes D rows [128v, 128v+128) from its own A (its smem),
+    the whole B (half from each CTA's smem), its own SFA and its own copy of all N SFB rows.
+
+    Numerics: e2m1 x e4m3 values are decoded exactly to float64; each output element is the float64 dot
+    product of 64 exact products (plus D), rounded once to fp32 (round-to-nearest-even). The hardware's
+    internal accumulation order and precision are not specified by the ISA; ours is (nearly) the exactly
+    rounded result (float64 holds the 64-term sum exactly unless the terms span more than ~45 binary
+    orders of magnitude), so comparisons against hardware need a tolerance.
+
+    Open question (ISA silent): how a hardware NaN/inf scale or a 0x80-0xFF (negative) UE4M3 byte behaves.
+    We decode scale bytes as signed e4m3fn (poison 0xFF -> NaN, which then propagates).
+    """
+    if kind != "mxf4nvf4":
+        raise Unsupported(f"tcgen05.mma kind::{kind}: only kind::mxf4nvf4 is implemented")
+    if block != 16:
+        raise Unsupported(f"kind::mxf4nvf4 block{block}: only block16 (scale_vec::4X) is implemented")
+    _check_group(group)
+    d = decode_instr_descriptor(idesc, kind)
+    ncta = len(group)
+    # Valid shapes (PTX ISA tcgen05 "Matrix Shape" table, #tcgen05-matrix-shape; CUTLASS SM100_MMA_MXF4_SS /
+    # SM100_MMA_MXF4_2x1SM_SS static_asserts: N % 8 in [8, 256] for 1 CTA, N % 16 in [16, 256] for 2 CTAs):
+    if ncta == 1:
+        if d.m != 128:
+            raise Unsupported(f"cta_group::1 M = {d.m}: only M = 128 (Layout D) is implemented")
+        if d.n % 8 or not 8 <= d.n <= 256:
+            raise Hazard(f"cta_group::1 N = {d.n}: must be a multiple of 8 in [8, 256]")
+    else:
+        if d.m != 256:
+            raise Unsupported(f"cta_group::2 M = {d.m}: only M = 256 (Layout A) is implemented")
+        if d.n % 16 or not 16 <= d.n <= 256:
+            raise Hazard(f"cta_group::2 N = {d.n}: must be a multiple of 16 in [16, 256]")
+    K = d.k
+    n_per_cta = d.n // ncta
+    a_sd = decode_smem_descriptor(a_desc)
+    b_sd = decode_smem_descriptor(b_desc)
+
+    d_lane, d_col = split_taddr(d_taddr)
+    if d_lane != 0:
+        # Data Path Layout Organization table: lane alignment 0 for Layouts A and D.
+        raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {d.m} (PTX ISA 9.7.16.10.5)")
+    _, sfb_col = split_taddr(sfb_taddr)
+    if sfb_col % 2:
+        raise Hazard(f"SFB address {sfb_taddr:#x}: column {sfb_col} is not 2-column (8-byte) aligned")
+
+    # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3).
+    b_codes = np.concatenate([
+        read_operand(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K, 4) for cta in group], axis=0)
+    sf_table = E4M3FN_TABLE if d.scale_format == "ue4m3" else UE8M0_TABLE
+    b_vals = E2M1_TABLE[b_codes]
+    if d.negate_b:
+        b_vals = -b_vals
+
+    results = []
+    for cta in group:
+        _check_allocated(cta, d_col, d.n, "tcgen05.mma D")
+        a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
+        a_vals = E2M1_TABLE[a_codes]
+        if d.negate_a:
+            a_vals = -a_vals
+        sfa = sf_table[_read_scale_factors(cta, sfa_taddr, 128, K // block, d.a_sf_id, "tcgen05.mma SFA")]
+        sfb = sf_table[_read_scale_factors(cta, sfb_taddr, d.n, K // block, d.b_sf_id, "tcgen05.mma SFB")]
+        a_scaled = a_vals * np.repeat(sfa, block, axis=1)
+        b_scaled = b_vals * np.repeat(sfb, block, axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            acc = a_scaled @ b_scaled.T  # [128, N] float64
+            if accumulate:
+                old = cta.tmem[:, d_col:d_col + d.n]
+                if np.any(old == POISON_WORD):
+                    raise Hazard(f"tcgen05.mma accumulates into tensor memory columns [{d_col}, {d_col + d.n}) of CTA "
+                                 f"{cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
+                acc = acc + old.view(np.float32).astype(np.float64)
+        results.append(fp32_to_bits(round_to_fp32(acc)))
+    for cta, bits in zip(group, results):  # write after all reads (a 2-CTA MMA is one instruction)
+        cta.tmem[:, d_col:d_col + d.n] = bits
+
+
+def _smem(cta: Cta, addr: int, nbytes: int) -> np.ndarray:
+    if addr < 0 or addr + nbytes > cta.smem.size:
+        raise Hazard(f"tcgen05 shared read of {nbytes} bytes at {addr:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
+    return cta.smem[addr:addr + nbytes]
+
+
+# --------------------------------------------------------------------------------------------------
+# tcgen05.cp.cta_group::N.32x128b.warpx4
+# --------------------------------------------------------------------------------------------------
+
+
+def tmem_copy_32x128b_warpx4(group: list, taddr: int, s_desc: int) -> None:
+    """tcgen05.cp.cta_group::len(group).32x128b.warpx4 [taddr], s_desc (PTX ISA 9.7.16.9.2).
+
+    Source: 32 rows x 16 bytes described by s_desc, K-major canonical layout without swizzle
+    (PTX ISA 9.7.16.3.3: row r at start + (r // 8) * SBO + (r % 8) * 16; one 16-byte column, so LBO unused).
+    Destination: row r byte b -> lanes 32q + r (q = 0..3, ".warpx4 ... multicasted into all 4 warps"),
+    column taddr.col + b // 4, byte b % 4 of the word (little-endian).
+    cta_group::2: each CTA of the pair copies from its own shared memory at the descriptor's offset into its
+    own TMEM (module docstring Q4: ISA says both TMEMs are written, not whose smem is read; choice from the
+    hardware-verified kernel). Swizzled sources raise Unsupported.
+    """
+    _check_group(group)
+    sd = decode_smem_descriptor(s_desc)
+    if sd.layout != "none":
+        raise Unsupported(f"tcgen05.cp from a {sd.layout}-swizzled source is not implemented")
+    lane, col = split_taddr(taddr)
+    if lane != 0:
+        raise Hazard(f"tcgen05.cp.32x128b.warpx4 address {taddr:#x}: lane field must be 0 (the copy fills lanes 0..127)")
+    r = np.arange(32, dtype=np.int64)[:, None]
+    j = np.arange(16, dtype=np.int64)[None, :]
+    addrs = sd.start_address + (r // 8) * sd.stride_byte_offset + (r % 8) * 16 + j
+    lo, hi = int(addrs.min()), int(addrs.max())
+    for cta in group:
+        _check_allocated(cta, col, 4, "tcgen05.cp")
+        rows = _smem(cta, lo, hi - lo + 1)[addrs - lo]  # [32, 16] bytes
+        words = np.ascontiguousarray(rows).view("<u4").reshape(32, 4)
+        cta.tmem[:, col:col + 4] = np.tile(words, (4, 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# tcgen05.ld.sync.aligned.32x32b.xN
+# --------------------------------------------------------------------------------------------------
+
+
+def tmem_load_32x32b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
+    """tcgen05.ld.sync.aligned.32x32b.x{num}.b32: thread t of the warp gets lane (taddr.lane + t), registers
+    r_i = column taddr.col + i (PTX ISA 9.7.16.2.3.1.1 Matrix fragments for shape .32x32b: "A warp ...
+    will access 32 lanes of the Tensor Memory. It loads ... (32 * .num)-bits of data" per lane).
+    Returns [32 threads, num] uint32.
+    Access restriction (PTX ISA 9.7.16.8.1, Access restrictions: each warp of a warpgroup accesses only its
+    lane range, warp 0: 0-31, ..., warp 3: 96-127; also the data-path layout figures 9.7.16.10.5): warp w
+    (warpid % 4) may access only lanes [32*(w%4), 32*(w%4)+32) -> Hazard otherwise. (All threads must give
+    the same taddr, PTX ISA 9.7.16.8.3: checked by the caller, which passes one address.)"""
+    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise Hazard(f"tcgen05.ld.32x32b.x{num}: .num must be a power of two in [1, 128]")
+    lane, col = split_taddr(taddr)
+    quad = warp_id_in_warpgroup % 4
+    if lane >= TMEM_LANES or lane != 32 * quad:
+        raise Hazard(f"tcgen05.ld.32x32b by warp {warp_id_in_warpgroup} (lanes {32 * quad}..{32 * quad + 31}) "
+                     f"at lane {lane}: a warp may access only its own 32-lane quadrant")
+    _check_allocated(cta, col, num, "tcgen05.ld")
+    return cta.tmem[lane:lane + 32, col:col + num].copy()
+
+
+# --------------------------------------------------------------------------------------------------
+# tcgen05.alloc / dealloc / relinquish_alloc_permit (PTX ISA 9.7.16.7.1; CUTLASS tmem_allocator_sm100.hpp)
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_ncols(ncols: int, what: str) -> None:
+    # PTX ISA 9.7.16.7.1 (tcgen05.alloc): allocation unit is 32 columns x all 128 lanes, nCols a power of 2 in
+    # [32, 512]; CUTLASS tmem_allocator_sm100.hpp Allocator1Sm/2Sm: "Must be 32 <= num_columns <= 512 and power of 2".
+    if ncols < 32 or ncols > TMEM_COLUMNS or ncols & (ncols - 1):
+        raise Hazard(f"{what}: nCols = {ncols} must be a power of 2 in [32, 512]")
+
+
+def tmem_alloc(group: list, ncols: int) -> int:
+    """tcgen05.alloc.cta_group::len(group): allocate ncols columns (all 128 lanes) in every CTA of the group
+    and return the tensor-memory address (lane 0, column c) that the instruction writes to shared memory.
+    Call once per collective allocation (for cta_group::2: once for the pair, not once per warp).
+    Placement: the lowest column that is a multiple of ncols and free in every CTA of the group (the ISA
+    leaves placement to the implementation; natural alignment is our choice). Hazard when the CTA has
+    relinquished its allocation permit, or when no space is free (the hardware would block; nothing else
+    frees columns in this emulator's one-CTA-per-SM model)."""
+    _check_group(group)
+    _check_ncols(ncols, "tcgen05.alloc")
+    for cta in group:
+        if cta.relinquished:
+            raise Hazard(f"tcgen05.alloc after tcgen05.relinquish_alloc_permit in CTA {cta.ctaid} (PTX ISA 9.7.16.7.1)")
+    for col in range(0, TMEM_COLUMNS, ncols):
+        if all(not any(a.column < col + ncols and col < a.column + a.ncols for a in cta.tmem_allocs) for cta in group):
+            for cta in group:
+                cta.tmem_allocs.append(TensorMemoryAllocation(col, ncols))
+            return col  # lane 0 << 16 | col
+    raise Hazard(f"tcgen05.alloc of {ncols} columns: not enough free tensor memory in CTA(s) "
+                 f"{[c.ctaid for c in group]} (the allocation would block forever)")
+
+
+def tmem_dealloc(group: list, taddr: int, ncols: int) -> None:
+    """tcgen05.dealloc.cta_group::len(group) taddr, ncols: free an allocation made by tcgen05.alloc (same
+    address and column count) in every CTA of the group; the freed columns are poisoned again."""
+    _check_group(group)
+    _check_ncols(ncols, "tcgen05.dealloc")
+    lane, col = split_taddr(taddr)
+    if lane != 0:
+        raise Hazard(f"tcgen05.dealloc address {taddr:#x}: lane field must be 0")
+    for cta in group:
+        match = [a for a in cta.tmem_allocs if a.column == col and a.ncols == ncols]
+        if not match:
+            raise Hazard(f"tcgen05.dealloc of ({col}, {ncols}) in CTA {cta.ctaid}: no such allocation "
+                         f"(allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+    for cta in group:
+        cta.tmem_allocs.remove(next(a for a in cta.tmem_allocs if a.column == col and a.ncols == ncols))
+        cta.tmem[:, col:col + ncols] = POISON_WORD
+
+
+def tmem_relinquish(group: list) -> None:
+    """tcgen05.relinquish_alloc_permit.cta_group::len(group): the CTA(s) may not allocate again."""
+    _check_group(group)
+    for cta in group:
+        cta.relinquished = True
+
+
+def tmem_check_all_freed(cta: Cta) -> None:
+    """At CTA exit every allocation must have been deallocated (PTX ISA 9.7.16.7.1)."""
+    if cta.tmem_allocs:
+        raise Hazard(f"CTA {cta.ctaid} exits with tensor memory still allocated: "
+                     f"{[(a.column, a.ncols) for a in cta.tmem_allocs]}")
