@@ -1,0 +1,473 @@
+"""Capture the kernel launch that submission.py's real host code makes, without a GPU.
+
+Route (no GPU, no CUDA driver):
+1. A worker subprocess imports the submission (a fresh process per compile: the CuTe DSL reads its
+   environment at import), sets CUTE_DSL_ARCH=sm_100a and asks the DSL to keep the PTX, then compiles the
+   config exactly as the submission does on its timed path: `compile_config(config, tvm_ffi=True)`, i.e.
+   `cute.compile(kernel, *_fake_operands(), options="--enable-tvm-ffi")`. The compiled TVM-FFI function is
+   written out with its own `export_to_c(obj, function_name)`: an ELF object holding the real host code
+   (argument checks, operand views, the TMA descriptor encoding, the scheduler grid, the launch) and the
+   embedded cubin.
+2. That object imports a handful of CUDA runtime / DSL runtime / TVM-FFI symbols. emu/launch_stubs.c
+   defines stand-ins that record every call; `cc` links the two into a shared library.
+3. ctypes calls the exported `__tvm_ffi_<name>` through the TVM-FFI C ABI (TVMFFISafeCallType, with seven
+   kTVMFFIDLTensorPtr arguments shaped exactly like the leaderboard's torch tensors, whose data pointers are
+   the emulator's global addresses). The stand-in of cudaLaunchKernelEx records grid, block, cluster
+   (launch attribute cudaLaunchAttributeClusterDimension), dynamic shared memory and the bytes of every
+   kernel parameter (sizes from the PTX .entry signature).
+
+Compiled artifacts are cached per (submission bytes, config, sm_count, DSL) under a temp directory
+($EMU_LAUNCH_CACHE or <tmp>/emu_launch_cache), so repeated captures only redo step 3 (milliseconds).
+Needs a C compiler (`cc`, or $CC).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+STUBS_C = HERE / "launch_stubs.c"
+EXPORT_NAME = "emu_kernel"
+OPERANDS = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")
+
+# The B200's answers to the device queries the host code may make (cudaDeviceAttr ids, driver_types.h).
+B200_DEVICE_ATTRS = {
+    1: 1024,     # cudaDevAttrMaxThreadsPerBlock
+    8: 49152,    # cudaDevAttrMaxSharedMemoryPerBlock
+    10: 32,      # cudaDevAttrWarpSize
+    12: 65536,   # cudaDevAttrMaxRegistersPerBlock
+    16: 148,     # cudaDevAttrMultiProcessorCount
+    75: 10,      # cudaDevAttrComputeCapabilityMajor
+    76: 0,       # cudaDevAttrComputeCapabilityMinor
+    81: 233472,  # cudaDevAttrMaxSharedMemoryPerMultiprocessor
+    97: 232448,  # cudaDevAttrMaxSharedMemoryPerBlockOptin
+    120: 1,      # cudaDevAttrClusterLaunch
+}
+# CUfunction_attribute ids (cuda.h); values are filled from the PTX where they matter.
+KERNEL_ATTRS = {0: 1024, 1: 0, 2: 0, 3: 0, 4: 0, 5: 100, 6: 100, 8: 0}
+CLUSTER_DIM_ATTR = 4  # cudaLaunchAttributeClusterDimension
+
+
+@dataclass
+class CapturedLaunch:
+    ptx: str                      # PTX text of the module holding the kernel
+    kernel_name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    dynamic_smem: int
+    params: list[bytes]           # one entry per .param of the kernel, in PTX order, exact bytes as launched
+    dsl_version: str
+    # extras
+    param_names: list[str] = field(default_factory=list)
+    param_decls: list[str] = field(default_factory=list)
+    cubin: bytes = b""          # the module image handed to cudaLibraryLoadData (a fatbinary holding the cubin)
+    launch_attrs: list[tuple[int, bytes]] = field(default_factory=list)
+    runtime_log: list[str] = field(default_factory=list)
+    artifact_dir: str = ""
+    timings: dict = field(default_factory=dict)
+
+    def param(self, name: str) -> bytes:
+        return self.params[self.param_names.index(name)]
+
+
+# ----------------------------------------------------------------------------- PTX .entry signature
+_ENTRY_RE = re.compile(r"\.entry\s+([\w$]+)\s*\((.*?)\)", re.S)
+_PARAM_RE = re.compile(
+    r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(b8|b16|b32|b64|u8|u16|u32|u64|s8|s16|s32|s64|f16|f32|f64)"
+    r"\s+([\w$]+)(?:\s*\[\s*(\d+)\s*\])?"
+)
+_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+def entry_params(ptx: str, kernel_name: str | None = None) -> tuple[str, list[tuple[str, int, int, str]]]:
+    """(name, [(param name, size in bytes, alignment, declaration)]) of the .entry `kernel_name` (or the only one).
+
+    PTX ISA 5.1.6.1 "Kernel Function Parameters": `.param .align A .b8 name[N]` is N bytes aligned to A; a scalar
+    `.param .u32 name` is its type's size, naturally aligned.
+    """
+    entries = _ENTRY_RE.findall(re.sub(r"//[^\n]*", "", ptx))
+    if kernel_name is not None:
+        entries = [e for e in entries if e[0] == kernel_name]
+    if len(entries) != 1:
+        raise ValueError(f"expected one .entry{' ' + kernel_name if kernel_name else ''}, found {len(entries)}")
+    name, body = entries[0]
+    out = []
+    for decl in (d.strip() for d in body.split(",")):
+        if not decl:
+            continue
+        m = _PARAM_RE.fullmatch(decl)
+        if not m:
+            raise ValueError(f"cannot parse kernel parameter declaration {decl!r}")
+        align, ty, pname, count = m.groups()
+        size = _TYPE_BYTES[ty[1:]] * (int(count) if count else 1)
+        out.append((pname, size, int(align) if align else _TYPE_BYTES[ty[1:]], decl))
+    return name, out
+
+
+# ----------------------------------------------------------------------------- compile (worker subprocess)
+def _config_fields(config) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+def _dsl_env(dsl: str) -> dict:
+    env = dict(os.environ)
+    if dsl == "4.3.5":
+        root = REPO / ".venv" / "dsl435"
+        env["PYTHONPATH"] = f"{root}{os.pathsep}{root / 'nvidia_cutlass_dsl' / 'python_packages'}"
+    elif dsl != "default":
+        raise ValueError(f"dsl must be 'default' or '4.3.5', got {dsl!r}")
+    return env
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache")
+
+
+def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
+                      variant: str = "tvm_ffi") -> Path:
+    """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
+    src = Path(submission_path).read_bytes()
+    fields = _config_fields(config)
+    key = hashlib.sha256(json.dumps([hashlib.sha256(src).hexdigest(), str(Path(submission_path).resolve()),
+                                     sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
+                                     _installed_dsl() if dsl == "default" else dsl,
+                                     hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]).encode()).hexdigest()[:24]
+    out = cache_root() / key
+    if (out / "meta.json").exists():
+        return out
+    cache_root().mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=key + ".tmp.", dir=cache_root()))
+    (tmp / "dump").mkdir()
+    job = {"submission": str(Path(submission_path).resolve()), "config": {k: list(v) if isinstance(v, tuple) else v
+                                                                          for k, v in fields.items()},
+           "sm_count": sm_count, "out": str(tmp), "variant": variant}
+    (tmp / "job.json").write_text(json.dumps(job))
+    env = _dsl_env(dsl)
+    env.update(CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp / "dump"),
+               CUTE_DSL_DISABLE_FILE_CACHING="1")
+    if dsl == "4.3.5":  # 4.3.5 knows only the per-artifact switches
+        env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
+        env.pop("CUTE_DSL_KEEP")
+        # 4.3.5 builds a JIT engine whose runtime library is linked against libcuda.so.1; on a machine without
+        # a driver a placeholder (no GPU functionality: every entry point fails) lets it load. Never run here.
+        env["LD_LIBRARY_PATH"] = f"{_placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+    # Run as a script (not `-m emu.launch`): the worker must not import the emulator package.
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(tmp / "job.json")], cwd=str(REPO),
+                       env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode or not (tmp / "meta.json").exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"compile worker failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process won the race: use its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _placeholder_libcuda() -> Path:
+    """A directory with a libcuda.so.1 whose two entry points (the ones 4.3.5's libcuda_dialect_runtime.so
+    imports) only return CUDA_ERROR_NO_DEVICE (100)."""
+    d = cache_root() / "placeholder_libcuda"
+    lib = d / "libcuda.so.1"
+    if not lib.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        src = d / "libcuda.c"
+        src.write_text("int cuKernelGetAttribute(void) { return 100; }\nint cuLibraryUnload(void) { return 100; }\n")
+        tmp = d / f"libcuda.{os.getpid()}.so"
+        subprocess.run([_compiler(), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(tmp), str(src)],
+                       check=True, capture_output=True)
+        os.replace(tmp, lib)
+    return d
+
+
+def _installed_dsl() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("nvidia-cutlass-dsl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _worker(job_path: str) -> None:
+    import importlib.metadata
+    import importlib.util
+    import time
+
+    # Run as a script, sys.path[0] is emu/: its modules (run, isa, machine, ...) must not shadow anything.
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != HERE]
+    job = json.loads(Path(job_path).read_text())
+    out = Path(job["out"])
+    sub_path = Path(job["submission"])
+    for p in (str(REPO), str(sub_path.parent)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    name = "emu_submission_" + hashlib.sha256(str(sub_path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, sub_path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    t0 = time.time()
+    spec.loader.exec_module(mod)
+    if job["sm_count"] is not None:
+        mod.SM_COUNT = int(job["sm_count"])
+    cfg = mod.KernelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["config"].items()})
+    t1 = time.time()
+    meta = {"dsl_version": _dsl_version(), "config": cfg.name, "import_s": round(t1 - t0, 2)}
+    driver_missing = None
+    compiled = None
+    try:  # 4.3.5 runs a cuInit(0) check before building its JIT engine; with no driver that check fails after
+        # the PTX/cubin are written. The check is skipped (the engine itself is never run here).
+        from cutlass.base_dsl import compiler as _dsl_compiler
+
+        if hasattr(_dsl_compiler.Compiler, "_check_cuda_dependencies_once"):
+            _dsl_compiler.Compiler._check_cuda_dependencies_once = lambda self, shared_libs: None
+    except ImportError:
+        pass
+    try:
+        if job["variant"] == "tvm_ffi":
+            compiled = mod.compile_config(cfg, tvm_ffi=True)
+        else:  # the pointer entry (launch_from_pointers): only its PTX is used, to compare device code
+            mod.compile_config(cfg, tvm_ffi=False)
+    except Exception as e:  # noqa: BLE001
+        chain, c = [], e
+        while c is not None:
+            chain.append(type(c).__name__)
+            c = c.__cause__ or c.__context__
+        if {"DynamicLibNotFoundError", "CudaDriverDependencyError"} & set(chain) and any((out / "dump").glob("*.ptx")):
+            driver_missing = " <- ".join(chain)
+        else:
+            raise
+    meta["compile_s"] = round(time.time() - t1, 2)
+    ptxs = sorted((out / "dump").glob("*.ptx"))
+    if len(ptxs) != 1:
+        raise RuntimeError(f"expected one PTX file in the dump, found {[p.name for p in ptxs]}")
+    shutil.copy(ptxs[0], out / "kernel.ptx")
+    cubins = [c for c in sorted((out / "dump").glob("*.cubin")) if not c.name.endswith(".ptxas.cubin")]
+    if cubins:
+        shutil.copy(cubins[0], out / "kernel.cubin")
+    if job["variant"] == "tvm_ffi":
+        if compiled is None:
+            raise RuntimeError(f"the DSL raised {driver_missing} before returning the compiled function: "
+                               "no host object to export")
+        compiled.export_to_c(str(out / "kernel.o"), EXPORT_NAME)
+    meta["driver_missing"] = driver_missing
+    meta["total_s"] = round(time.time() - t0, 2)
+    (out / "meta.json").write_text(json.dumps(meta))
+
+
+def _dsl_version() -> str:
+    import importlib.metadata
+
+    try:
+        import cutlass
+
+        v = getattr(cutlass, "__version__", None)
+        if v:
+            return str(v)
+    except Exception:  # noqa: BLE001
+        pass
+    return importlib.metadata.version("nvidia-cutlass-dsl")
+
+
+# ----------------------------------------------------------------------------- link and call
+def _compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise RuntimeError("emu.launch needs a C compiler (cc/gcc/clang, or $CC): e.g. apt-get install gcc")
+    return cc
+
+
+def build_library(art: Path) -> Path:
+    stubs_id = hashlib.sha256(STUBS_C.read_bytes()).hexdigest()[:12]
+    lib = art / f"host-{stubs_id}.so"
+    if not lib.exists():
+        tmp = art / f"host.{os.getpid()}.so"
+        cmd = [_compiler(), "-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-Wl,-z,defs", "-o", str(tmp),
+               str(STUBS_C), str(art / "kernel.o")]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"linking the host object failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
+        os.replace(tmp, lib)
+    return lib
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):  # dlpack.h
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _TVMFFIAny(ctypes.Structure):  # tvm/ffi/c_api.h: {int32 type_index; uint32 pad; 8-byte value}
+    _fields_ = [("type_index", ctypes.c_int32), ("zero_padding", ctypes.c_uint32), ("v_int64", ctypes.c_int64)]
+
+
+K_TVMFFI_NONE, K_TVMFFI_DLTENSOR_PTR = 0, 7
+K_DL_CUDA = 2
+# DLDataType (dlpack.h codes): what torch's DLPack export gives the leaderboard's tensors
+DT_FP4X2 = (17, 4, 2)   # kDLFloat4_e2m1fn, torch.float4_e2m1fn_x2 (two e2m1 per byte)
+DT_E4M3 = (10, 8, 1)    # kDLFloat8_e4m3fn
+DT_F16 = (2, 16, 1)     # kDLFloat
+
+
+def leaderboard_tensors(m: int, n: int, k: int, l: int) -> dict[str, tuple[tuple, tuple, tuple]]:
+    """(dtype, shape, strides) of the 7 tensors exactly as the leaderboard's torch tensors have them
+    (submission.check_inputs): FP4 operands as float4_e2m1fn_x2 [rows, K/2, L]; permuted scale atoms
+    [32, 4, rest_mn, 4, rest_k, L]; C fp16 [M, N, L]."""
+    rest_k = k // 16 // 4
+    out = {}
+    for name, rows in (("a", m), ("b1", n), ("b2", n)):
+        out[name] = (DT_FP4X2, (rows, k // 2, l), (k // 2, 1, rows * k // 2))
+    for name, rows in (("sfa", m), ("sfb1", n), ("sfb2", n)):
+        rest_mn = -(-rows // 128)
+        out[name] = (DT_E4M3, (32, 4, rest_mn, 4, rest_k, l), (16, 4, rest_k * 512, 1, 512, rest_mn * rest_k * 512))
+    out["c"] = (DT_F16, (m, n, l), (n, 1, m * n))
+    return out
+
+
+def _read_log(lib) -> list[str]:
+    n = ctypes.c_int.in_dll(lib, "emu_log_len").value
+    buf = (ctypes.c_char * 160 * 256).in_dll(lib, "emu_log")
+    return [bytes(buf[i]).split(b"\0", 1)[0].decode() for i in range(n)]
+
+
+def _image_size(lib_data: int) -> int:
+    """Size of the module image passed to cudaLibraryLoadData: a fatbinary (header: u32 magic 0xBA55ED50,
+    u16 version, u16 header size, u64 payload size) or an ELF64 cubin (its section headers or farthest section)."""
+    hdr = ctypes.string_at(lib_data, 64)
+    if int.from_bytes(hdr[:4], "little") == 0xBA55ED50:
+        return int.from_bytes(hdr[6:8], "little") + int.from_bytes(hdr[8:16], "little")
+    if hdr[:4] != b"\x7fELF" or hdr[4] != 2:
+        raise RuntimeError(f"cudaLibraryLoadData got neither a fatbinary nor an ELF64 image (magic {hdr[:8].hex()})")
+    shoff = int.from_bytes(hdr[0x28:0x30], "little")
+    shentsize = int.from_bytes(hdr[0x3A:0x3C], "little")
+    shnum = int.from_bytes(hdr[0x3C:0x3E], "little")
+    end = shoff + shentsize * shnum
+    for i in range(shnum):
+        sh = ctypes.string_at(lib_data + shoff + i * shentsize, shentsize)
+        if int.from_bytes(sh[4:8], "little") == 8:  # SHT_NOBITS
+            continue
+        end = max(end, int.from_bytes(sh[0x18:0x20], "little") + int.from_bytes(sh[0x20:0x28], "little"))
+    return end
+
+
+def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
+    """Load the linked host library, call the exported TVM-FFI function once, return what the stubs saw."""
+    lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
+    kernel_name, params = entry_params(ptx)
+    lib.emu_reset()
+    ctypes.c_int.in_dll(lib, "emu_num_params").value = len(params)
+    sizes = (ctypes.c_int * 64).in_dll(lib, "emu_param_sizes")
+    for i, (_, size, _, _) in enumerate(params):
+        sizes[i] = size
+    dev = (ctypes.c_int * 256).in_dll(lib, "emu_device_attr_values")
+    for i in range(256):
+        dev[i] = B200_DEVICE_ATTRS.get(i, -1)
+    kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
+    for i in range(64):
+        kat[i] = KERNEL_ATTRS.get(i, -1)
+
+    keep = []
+    tensors = leaderboard_tensors(m, n, k, l)
+    args = (_TVMFFIAny * len(OPERANDS))()
+    for i, name in enumerate(OPERANDS):
+        (code, bits, lanes), shape, strides = tensors[name]
+        sh = (ctypes.c_int64 * len(shape))(*shape)
+        st = (ctypes.c_int64 * len(strides))(*strides)
+        t = _DLTensor(ctypes.c_void_p(int(addresses[name])), _DLDevice(K_DL_CUDA, 0), len(shape),
+                      _DLDataType(code, bits, lanes), sh, st, 0)
+        keep += [sh, st, t]
+        args[i].type_index = K_TVMFFI_DLTENSOR_PTR
+        args[i].v_int64 = ctypes.addressof(t)
+    result = _TVMFFIAny(K_TVMFFI_NONE, 0, 0)
+    fn = getattr(lib, "__tvm_ffi_" + EXPORT_NAME)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
+    rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
+    log = _read_log(lib)
+    err = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_error"))).decode(errors="replace")
+    if rc != 0:
+        raise RuntimeError(f"the host function returned {rc}: {err or '(no error message)'}; runtime calls: {log}")
+    launches = ctypes.c_int.in_dll(lib, "emu_launches").value
+    if launches != 1:
+        raise RuntimeError(f"expected one cudaLaunchKernelEx, saw {launches}; runtime calls: {log}")
+
+    class Dim3(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+    grid = Dim3.in_dll(lib, "emu_grid")
+    block = Dim3.in_dll(lib, "emu_block")
+    nattr = ctypes.c_uint.in_dll(lib, "emu_num_attrs").value
+    attr_raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_attrs")), 72 * nattr)
+    attrs = [(int.from_bytes(attr_raw[72 * i:72 * i + 4], "little"), attr_raw[72 * i + 8:72 * i + 72]) for i in range(nattr)]
+    raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_param_bytes")), sum(p[1] for p in params))
+    blobs, off = [], 0
+    for _, size, _, _ in params:
+        blobs.append(raw[off:off + size])
+        off += size
+    lib_data = ctypes.c_void_p.in_dll(lib, "emu_library_data").value
+    cubin = ctypes.string_at(lib_data, _image_size(lib_data)) if lib_data else b""
+    recorded_name = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_kernel_name"))).decode()
+    cluster = (1, 1, 1)
+    for aid, val in attrs:
+        if aid == CLUSTER_DIM_ATTR:
+            cluster = tuple(int.from_bytes(val[4 * j:4 * j + 4], "little") for j in range(3))
+    return {"kernel_name": recorded_name, "ptx_kernel_name": kernel_name, "params": params, "blobs": blobs,
+            "grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z), "cluster": cluster,
+            "dynamic_smem": ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, "attrs": attrs,
+            "cubin": cubin, "log": log}
+
+
+def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
+                   addresses: dict[str, int], sm_count: int | None = None, dsl: str = "default") -> CapturedLaunch:
+    """The launch submission_path's host code makes for config on an (m, n, k, l) problem whose 7 tensors
+    live at `addresses` ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c": emulator global addresses)."""
+    import time
+
+    missing = [n_ for n_ in OPERANDS if n_ not in addresses]
+    if missing:
+        raise ValueError(f"addresses lacks {missing}")
+    t0 = time.time()
+    art = compile_artifacts(submission_path, config, sm_count, dsl)
+    t1 = time.time()
+    ptx = (art / "kernel.ptx").read_text()
+    meta = json.loads((art / "meta.json").read_text())
+    rec = call_host(art, ptx, m, n, k, l, addresses)
+    t2 = time.time()
+    if rec["kernel_name"] != rec["ptx_kernel_name"]:
+        raise RuntimeError(f"launched kernel {rec['kernel_name']!r} is not the PTX's .entry {rec['ptx_kernel_name']!r}")
+    return CapturedLaunch(
+        ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],
+        dynamic_smem=rec["dynamic_smem"], params=rec["blobs"], dsl_version=meta["dsl_version"],
+        param_names=[p[0] for p in rec["params"]], param_decls=[p[3] for p in rec["params"]], cubin=rec["cubin"],
+        launch_attrs=rec["attrs"], runtime_log=rec["log"], artifact_dir=str(art),
+        timings={"compile_s": round(t1 - t0, 3), "call_s": round(t2 - t1, 3), "worker": meta},
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2])
+    else:
+        print("usage: python emu/launch.py --worker JOB.json (internal)", file=sys.stderr)
+        sys.exit(2)

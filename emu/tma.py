@@ -1,0 +1,298 @@
+"""TMA tensor maps (CUtensorMap, 128 bytes) and the tile-mode bulk tensor load.
+
+Bit layout of the 128-byte tensor map. The CUDA driver API documents CUtensorMap as opaque
+(cuTensorMapEncodeTiled, "Tensor Map Object Management"); the layout below was established from the real
+driver's encoder (cuTensorMapEncodeTiled, driver 580.159, NVIDIA H200), one parameter varied at a time and 150
+random parameter sets (tools/emu_tma_gpu_probe.py; fixture tests/data/tma_encode.json.gz, checked by
+tests/test_emu_tma.py). Little-endian throughout.
+
+  bytes  0..7    global address (the driver requires 16-byte alignment; 32 for interleave 32B)
+  u32 at 8       control word:
+                   bits 0..3    (flags: 0 from the driver; the CuTe DSL's own encoder writes 2; not interpreted)
+                   bits 4..6    rank - 1
+                   bits 7..10   element type, hardware code (table HW_DTYPES below)
+                   bits 11..12  interleave (0 none, 1 16B, 2 32B)
+                   bits 13..14  swizzle (0 none, 1 32B, 2 64B, 3 128B)
+                   bit  15      OOB fill: 1 = NaN_REQUEST_ZERO_FMA, 0 = zeros
+                   bit  16      round to TF32 (CU_TENSOR_MAP_DATA_TYPE_TFLOAT32*)
+                   bits 17..18  L2 promotion (0 none, 1 64B, 2 128B, 3 256B)
+                   bits 19..31  (not produced by the driver on H200; the DSL sets bit 21 for some shapes:
+                                 recorded in `unknown_bits`, not interpreted)
+  u32 at 12+4i   (global stride of dimension i+1, in bytes) >> 4, low 32 bits, i = 0..3
+  u32 at 28      bits 4i..4i+3: bits 32..35 of (stride_{i+1} >> 4)  (strides < 2^40)
+  u32 at 32+4i   global dim i - 1, i = 0..4 (elements; for the 4-bit types, 4-bit elements)
+  u32 at 52      bits 3i..3i+2: element stride i - 1, i = 0..4
+  u8  at 55+i    box dim i - 1, i = 0..4 (elements)
+  bytes 60..63   0
+  bytes 64..127  derived values the driver fills (box bytes, swizzle atom bytes, ...); the CuTe DSL leaves them
+                 unwritten (host-stack garbage) and its kernels run on B200, so they are ignored here.
+
+Element types: codes 0..10 measured on the H200 (below). The 4-bit packed type (the driver's
+CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B, which the H200's driver rejects) is hardware code 11 by the CuTe DSL's
+encoding of the FP4 operands (dims and box counted in 4-bit elements there: K=512 is encoded as 512, a
+128-byte box row as 256), consistent with the driver documentation of 16U4_ALIGN8B (16 4-bit elements in 8
+bytes: packed, two per byte, the byte copied as is). Codes 12/13 (ALIGN16B / 6-bit types) are unverified guesses
+and rejected as Unsupported.
+
+Tile-mode load semantics (PTX ISA 9.7.9.25 "Data Movement: Tensor copy", 5.5 "Tensors": tiled mode, bounding
+box, traversal stride, out-of-bound access; 5.5.6 "Tensor-map swizzling modes"):
+- The box starts at the coordinates given by the instruction (signed, innermost first). Along dimension i it
+  visits coordinates c_i + j * elementStride_i, j = 0 .. ceil(box_i / elementStride_i) - 1, and writes the
+  visited elements densely to shared memory, dimension 0 fastest. complete_tx counts all of those bytes,
+  out-of-bound ones included (measured: the mbarrier completes with exactly that count).
+- An element whose coordinate is outside [0, dim) in any dimension is not read; it is filled with zero
+  (or the NaN constant with OOB fill NaN_REQUEST_ZERO_FMA).
+- Swizzle (a function of the shared memory address): within each 16-byte chunk the bytes stay; the chunk
+  index (address bits [4:6]) is XORed with address bits [7:9], limited to bit 4 (32B), bits [4:5] (64B) or
+  bits [4:6] (128B). Checked byte-for-byte against the H200 for destinations at 1024-aligned and only
+  128-aligned addresses.
+- The shared memory destination must be 128-byte aligned (PTX ISA: cp.async.bulk.tensor; measured: a 16-byte
+  aligned destination faults with "misaligned address").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .state import Hazard, Unsupported
+
+# hardware code -> (name, bits per element)
+HW_DTYPES = {
+    0: ("UINT8", 8), 1: ("UINT16", 16), 2: ("UINT32", 32), 3: ("INT32", 32), 4: ("UINT64", 64), 5: ("INT64", 64),
+    6: ("FLOAT16", 16), 7: ("FLOAT32", 32), 8: ("FLOAT32_FTZ", 32), 9: ("FLOAT64", 64), 10: ("BFLOAT16", 16),
+    11: ("16U4_ALIGN8B", 4),
+}
+SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}
+INTERLEAVE_NAMES = {0: "none", 1: "16B", 2: "32B"}
+L2_PROMOTION_BYTES = {0: 0, 1: 64, 2: 128, 3: 256}
+KNOWN_CONTROL_BITS = 0x7FFF0  # bits 4..18
+# The NaN constant of OOB fill NaN_REQUEST_ZERO_FMA, per 16-bit half (measured on the H200 for FLOAT32).
+OOB_NAN_HALFWORD = 0x7FF7
+
+
+@dataclass
+class TensorMap:
+    address: int
+    rank: int
+    dtype_code: int
+    dtype: str
+    elem_bits: int
+    dims: list[int]             # elements, innermost first
+    strides: list[int]          # bytes, of dimensions 1..rank-1
+    box: list[int]              # elements
+    elem_strides: list[int]
+    interleave: int
+    swizzle: int                # 0 none, 1 32B, 2 64B, 3 128B
+    oob_nan: bool
+    tf32: bool
+    l2_promotion: int
+    flags: int                  # control bits 0..3
+    unknown_bits: int           # control bits outside the known fields
+    raw: bytes = field(repr=False, default=b"")
+
+    @property
+    def swizzle_bytes(self) -> int:
+        return SWIZZLE_BYTES[self.swizzle]
+
+    @property
+    def box_counts(self) -> list[int]:
+        """Elements actually visited per dimension: ceil(box / elementStride)."""
+        return [-(-b // e) for b, e in zip(self.box, self.elem_strides)]
+
+    @property
+    def inner_box_bytes(self) -> int:
+        return self.box_counts[0] * self.elem_bits // 8
+
+    def __str__(self) -> str:
+        sw = f"{self.swizzle_bytes}B" if self.swizzle else "none"
+        extra = []
+        if any(e != 1 for e in self.elem_strides):
+            extra.append(f"elemstrides={self.elem_strides}")
+        if self.interleave:
+            extra.append(f"interleave={INTERLEAVE_NAMES[self.interleave]}")
+        if self.tf32:
+            extra.append("tf32")
+        if self.unknown_bits:
+            extra.append(f"unknown_bits={self.unknown_bits:#x}")
+        return (f"TensorMap({self.dtype} rank {self.rank} @ {self.address:#x}: dims={self.dims} strides={self.strides}B "
+                f"box={self.box} swizzle={sw} oob={'nan' if self.oob_nan else 'zero'} "
+                f"L2={L2_PROMOTION_BYTES[self.l2_promotion]}B flags={self.flags:#x}{' ' + ' '.join(extra) if extra else ''})")
+
+
+def decode_tensor_map(raw: bytes) -> TensorMap:
+    raw = bytes(raw)
+    if len(raw) < 64:
+        raise Hazard(f"a tensor map is 128 bytes; got {len(raw)}")
+
+    def u32(off):
+        return int.from_bytes(raw[off:off + 4], "little")
+
+    ctrl = u32(8)
+    rank = ((ctrl >> 4) & 7) + 1
+    if rank > 5:
+        raise Hazard(f"tensor map rank field {rank} > 5 (control word {ctrl:#010x})")
+    code = (ctrl >> 7) & 0xF
+    if code not in HW_DTYPES:
+        raise Unsupported(f"tensor map element type code {code} (control word {ctrl:#010x})")
+    name, bits = HW_DTYPES[code]
+    hi = u32(28)
+    strides = [((u32(12 + 4 * i) | (((hi >> (4 * i)) & 0xF) << 32)) << 4) for i in range(rank - 1)]
+    dims = [u32(32 + 4 * i) + 1 for i in range(rank)]
+    es_word = u32(52) & 0x7FFF
+    elem_strides = [((es_word >> (3 * i)) & 7) + 1 for i in range(rank)]
+    box = [raw[55 + i] + 1 for i in range(rank)]
+    tm = TensorMap(
+        address=int.from_bytes(raw[0:8], "little"), rank=rank, dtype_code=code, dtype=name, elem_bits=bits,
+        dims=dims, strides=strides, box=box, elem_strides=elem_strides, interleave=(ctrl >> 11) & 3,
+        swizzle=(ctrl >> 13) & 3, oob_nan=bool((ctrl >> 15) & 1), tf32=bool((ctrl >> 16) & 1),
+        l2_promotion=(ctrl >> 17) & 3, flags=ctrl & 0xF, unknown_bits=ctrl & ~(KNOWN_CONTROL_BITS | 0xF) & 0xFFFFFFFF,
+        raw=raw[:128],
+    )
+    return tm
+
+
+def box_bytes(tmap: TensorMap) -> int:
+    """Bytes one tile-mode load writes to shared memory, out-of-bound fill included (what complete_tx counts)."""
+    n = 1
+    for c in tmap.box_counts:
+        n *= c
+    return n * tmap.elem_bits // 8
+
+
+def check_load(tmap: TensorMap, coords: list[int], smem_addr: int) -> None:
+    """The rules a tile-mode load must obey (PTX ISA cp.async.bulk.tensor; cuTensorMapEncodeTiled's
+    requirements), raising Hazard where the kernel would break them."""
+    if len(coords) != tmap.rank:
+        raise Hazard(f"{len(coords)} coordinates for a rank-{tmap.rank} tensor map")
+    if smem_addr % 128:
+        raise Hazard(f"TMA destination shared address {smem_addr:#x} is not 128-byte aligned")
+    if tmap.address % 16:
+        raise Hazard(f"tensor map global address {tmap.address:#x} is not 16-byte aligned")
+    if any(s % 16 for s in tmap.strides):
+        raise Hazard(f"tensor map strides {tmap.strides} are not multiples of 16 bytes")
+    if tmap.interleave:
+        raise Unsupported("interleaved tensor maps")
+    if tmap.tf32:
+        raise Unsupported("TF32-rounding tensor maps")
+    if tmap.elem_bits == 4:
+        if coords[0] % 2 or tmap.box[0] % 2 or tmap.elem_strides[0] != 1 or tmap.dims[0] % 2:
+            raise Hazard(f"4-bit tensor map with an odd inner coordinate/box/dim or an inner element stride: "
+                         f"coords {coords}, {tmap}")
+    if (tmap.inner_box_bytes % 16) != 0:
+        raise Hazard(f"inner box of {tmap.inner_box_bytes} bytes is not a multiple of 16 ({tmap})")
+    if tmap.swizzle and tmap.inner_box_bytes > tmap.swizzle_bytes:
+        raise Hazard(f"inner box of {tmap.inner_box_bytes} bytes exceeds the {tmap.swizzle_bytes}B swizzle span")
+
+
+def swizzle_offsets(offsets: np.ndarray, swizzle: int) -> np.ndarray:
+    """Shared addresses -> swizzled addresses: chunk bits [4:6] ^= address bits [7:9], masked per mode."""
+    if swizzle == 0:
+        return offsets
+    mask = {1: 1, 2: 3, 3: 7}[swizzle]
+    return offsets ^ (((offsets >> 7) & mask) << 4)
+
+
+def tile_writes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int) -> tuple[np.ndarray, np.ndarray]:
+    """(data, written): the shared-memory image of one tile-mode load starting at smem_addr (index k = shared
+    address smem_addr + k) and a bool mask of the bytes the load writes.
+
+    Rows (one per outer-coordinate tuple, dimension 1 fastest) are placed at a pitch of the inner box bytes
+    without swizzle, and of the swizzle span (32/64/128 bytes) with swizzle: a shorter inner box leaves the rest
+    of its span untouched (measured on the H200: a 64-byte box row in 128B mode occupies a 128-byte row, 64
+    bytes of it written, XOR-swizzled as a function of the address)."""
+    coords = [int(c) for c in coords]
+    check_load(tmap, coords, smem_addr)
+    counts = tmap.box_counts
+    esize = tmap.elem_bits / 8
+    inner_bytes = tmap.inner_box_bytes
+    pitch = tmap.swizzle_bytes if tmap.swizzle else inner_bytes
+    rows = 1
+    for c in counts[1:]:
+        rows *= c
+    out = np.zeros(rows * pitch, np.uint8)
+    written = np.zeros(rows * pitch, bool)
+    if tmap.oob_nan:
+        fill = np.tile(np.frombuffer(int(OOB_NAN_HALFWORD).to_bytes(2, "little"), np.uint8), inner_bytes // 2)
+    else:
+        fill = np.zeros(inner_bytes, np.uint8)
+
+    c0 = coords[0] + np.arange(counts[0]) * tmap.elem_strides[0]
+    in0 = (c0 >= 0) & (c0 < tmap.dims[0])
+    outer_shape = counts[1:]
+    for r in range(rows):
+        idx, rem = [], r
+        for c in outer_shape:  # r -> outer indices, dimension 1 fastest
+            idx.append(rem % c)
+            rem //= c
+        cs = [coords[d + 1] + idx[d] * tmap.elem_strides[d + 1] for d in range(len(idx))]
+        written[r * pitch:r * pitch + inner_bytes] = True
+        row = out[r * pitch:r * pitch + inner_bytes]
+        if any(c < 0 or c >= tmap.dims[d + 1] for d, c in enumerate(cs)) or not in0.any():
+            row[:] = fill
+            continue
+        base = tmap.address + sum(c * s for c, s in zip(cs, tmap.strides))
+        if tmap.elem_strides[0] == 1 and in0.all():
+            row[:] = read_global(base + int(coords[0] * esize), inner_bytes)
+            continue
+        row[:] = fill
+        if tmap.elem_bits == 4:  # element stride 1 (checked), even coordinates: whole bytes
+            lo = max(coords[0], 0)
+            hi = min(coords[0] + counts[0], tmap.dims[0])
+            if hi > lo:
+                row[(lo - coords[0]) // 2:(hi - coords[0]) // 2] = read_global(base + lo // 2, (hi - lo) // 2)
+            continue
+        eb = int(esize)
+        for j in np.nonzero(in0)[0]:
+            row[j * eb:(j + 1) * eb] = read_global(base + int(c0[j]) * eb, eb)
+    if tmap.swizzle == 0:
+        return out, written
+    addrs = smem_addr + np.arange(out.size, dtype=np.int64)
+    dest = swizzle_offsets(addrs, tmap.swizzle) - smem_addr
+    if dest.min() < 0 or dest.max() >= out.size:
+        raise Unsupported(f"a swizzled box of {out.size} bytes at {smem_addr:#x} would scatter outside its own range")
+    res = np.empty_like(out)
+    res[dest] = out
+    wres = np.empty_like(written)
+    wres[dest] = written
+    return res, wres
+
+
+def tile_bytes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int) -> np.ndarray:
+    """The bytes a tile-mode load of the box at `coords` writes to shared memory starting at smem_addr, as one
+    uint8 array of box_bytes(tmap) bytes (index k = shared address smem_addr + k), swizzle applied as a
+    function of the address; out-of-bound elements filled per the OOB fill mode. read_global(addr, nbytes) ->
+    np.uint8 array. A swizzled box whose rows are shorter than the swizzle span leaves gaps: use tile_writes."""
+    data, written = tile_writes(tmap, coords, read_global, smem_addr)
+    if not written.all():
+        raise Unsupported(f"{tmap}: its {tmap.inner_box_bytes}-byte box rows are shorter than the "
+                          f"{tmap.swizzle_bytes}B swizzle span, so the load leaves gaps (use tma.tile_writes)")
+    return data
+
+
+def encode_tensor_map(address: int, dtype_code: int, dims: list[int], strides: list[int], box: list[int],
+                      elem_strides: list[int] | None = None, swizzle: int = 0, interleave: int = 0,
+                      oob_nan: bool = False, l2_promotion: int = 0, tf32: bool = False, flags: int = 0) -> bytes:
+    """The first 64 bytes of a tensor map in the layout above (bytes 64..127 zero): the inverse of
+    decode_tensor_map, for tests and synthetic loads. Matches the driver's bytes 0..63 (tests/test_emu_tma.py)."""
+    rank = len(dims)
+    elem_strides = elem_strides or [1] * rank
+    raw = bytearray(128)
+    raw[0:8] = int(address).to_bytes(8, "little")
+    ctrl = (flags & 0xF) | ((rank - 1) << 4) | (dtype_code << 7) | (interleave << 11) | (swizzle << 13) \
+        | (int(oob_nan) << 15) | (int(tf32) << 16) | (l2_promotion << 17)
+    raw[8:12] = ctrl.to_bytes(4, "little")
+    hi = 0
+    for i, s in enumerate(strides):
+        raw[12 + 4 * i:16 + 4 * i] = ((s >> 4) & 0xFFFFFFFF).to_bytes(4, "little")
+        hi |= ((s >> 36) & 0xF) << (4 * i)
+    raw[28:32] = hi.to_bytes(4, "little")
+    for i, d in enumerate(dims):
+        raw[32 + 4 * i:36 + 4 * i] = (d - 1).to_bytes(4, "little")
+    es = 0
+    for i, e in enumerate(elem_strides):
+        es |= (e - 1) << (3 * i)
+    raw[52:54] = es.to_bytes(2, "little")
+    for i, b in enumerate(box):
+        raw[55 + i] = b - 1
+    return bytes(raw)

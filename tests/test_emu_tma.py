@@ -1,0 +1,148 @@
+"""emu/tma.py against ground truth from a real GPU (fixtures in tests/data, made by tools/emu_tma_gpu_probe.py on
+an H200) and against the PTX ISA's swizzle rule computed by hand."""
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emu import tma
+from emu.state import Hazard, Unsupported
+
+DATA = Path(__file__).parent / "data"
+# driver enum (cuda.h CUtensorMapDataType) -> (hardware code, tf32 flag), as measured
+DRIVER_TO_HW = {0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (3, 0), 4: (4, 0), 5: (5, 0), 6: (6, 0), 7: (7, 0), 8: (9, 0),
+                9: (10, 0), 10: (8, 0), 11: (7, 1), 12: (8, 1)}
+
+
+def pattern(n):
+    """The probe's global data: byte i of its allocation."""
+    i = np.arange(n, dtype=np.uint64)
+    return ((i * 131 + (i >> 8) * 7 + (i >> 16) * 3 + 17) & 0xFF).astype(np.uint8)
+
+
+def encode_cases():
+    with gzip.open(DATA / "tma_encode.json.gz", "rt") as f:
+        return [c for c in json.load(f)["cases"] if c["rc"] == 0]
+
+
+def test_decode_every_driver_encoding():
+    cases = encode_cases()
+    assert len(cases) > 200
+    for c in cases:
+        p, raw = c["params"], bytes.fromhex(c["bytes"])
+        t = tma.decode_tensor_map(raw)
+        code, tf32 = DRIVER_TO_HW[p["dtype"]]
+        got = (t.address, t.rank, t.dims, t.strides, t.box, t.elem_strides, t.interleave, t.swizzle, t.l2_promotion,
+               t.oob_nan, t.dtype_code, t.tf32, t.flags, t.unknown_bits)
+        want = (p["addr"], p["rank"], p["dims"], p["strides"], p["box"], p["estrides"], p["interleave"], p["swizzle"],
+                p["l2"], bool(p["oob"]), code, bool(tf32), 0, 0)
+        assert got == want, (p, str(t))
+
+
+def test_encode_matches_driver_first_64_bytes():
+    for c in encode_cases():
+        p, raw = c["params"], bytes.fromhex(c["bytes"])
+        code, tf32 = DRIVER_TO_HW[p["dtype"]]
+        mine = tma.encode_tensor_map(p["addr"], code, p["dims"], p["strides"], p["box"], p["estrides"], p["swizzle"],
+                                     p["interleave"], bool(p["oob"]), p["l2"], bool(tf32))
+        assert mine[:64] == raw[:64], p
+
+
+def gpu_loads():
+    z = np.load(DATA / "tma_loads_h200.npz")
+    return [(k[:-5], json.loads(bytes(z[k]).decode()), z[k[:-5] + ".smem"]) for k in sorted(z.files) if k.endswith(".meta")]
+
+
+@pytest.mark.parametrize("name,meta,smem", gpu_loads(), ids=[g[0] for g in gpu_loads()])
+def test_tile_load_matches_h200(name, meta, smem):
+    """Shared memory after one real TMA load (filled with 0xA5 before) equals the emulator's image."""
+    assert meta["status"] == 1, "the GPU's mbarrier did not complete with the probe's tx count"
+    t = tma.decode_tensor_map(bytes.fromhex(meta["tmap"]))
+    assert tma.box_bytes(t) == meta["tx"]
+    g = pattern(1 << 22)
+    base = meta["global_base"]
+
+    def read(addr, n):
+        assert base <= addr and addr + n <= base + g.size
+        return g[addr - base:addr - base + n].copy()
+
+    dst = meta["dst_off"]
+    smem_addr = 4096 + dst  # the probe's window starts 1024-aligned; any 1024-aligned base gives the same image
+    data, written = tma.tile_writes(t, meta["coords"], read, smem_addr)
+    window = smem[dst:dst + data.size]
+    assert (window[written] == data[written]).all()
+    assert (window[~written] == 0xA5).all()
+    assert (smem[:dst] == 0xA5).all() and (smem[dst + data.size:] == 0xA5).all()
+    if written.all():
+        assert (tma.tile_bytes(t, meta["coords"], read, smem_addr) == window).all()
+    else:
+        with pytest.raises(Unsupported):
+            tma.tile_bytes(t, meta["coords"], read, smem_addr)
+
+
+def _identity_global(size):
+    g = (np.arange(size) % 251).astype(np.uint8)
+    base = 0x7F00_0000_0000
+    return base, g, (lambda a, n: g[a - base:a - base + n].copy())
+
+
+@pytest.mark.parametrize("swizzle,mask", [(1, 1), (2, 3), (3, 7)])
+def test_swizzle_rule_by_hand(swizzle, mask):
+    """PTX ISA "Tensor-map swizzling modes": the 16-byte chunk index (address bits [4:6]) XOR address bits
+    [7:9], limited to 1/2/3 bits for 32B/64B/128B. Rows of span bytes, destinations only 128-aligned."""
+    span = {1: 32, 2: 64, 3: 128}[swizzle]
+    rows = 16
+    base, g, read = _identity_global(span * rows)
+    raw = tma.encode_tensor_map(base, 0, [span, rows], [span], [span, rows], swizzle=swizzle)
+    t = tma.decode_tensor_map(raw)
+    for smem_addr in (0, 128, 384, 1024 + 640):
+        out = tma.tile_bytes(t, [0, 0], read, smem_addr)
+        for r in range(rows):
+            for chunk in range(span // 16):
+                logical = r * span + chunk * 16  # byte offset of this chunk in the unswizzled box
+                addr = smem_addr + logical
+                phys = addr ^ (((addr >> 7) & mask) << 4)
+                assert (out[phys - smem_addr:phys - smem_addr + 16] == g[logical:logical + 16]).all()
+
+
+def test_fp4_packed_type_counts_elements_and_copies_bytes():
+    """16U4_ALIGN8B (hardware code 11, what the CuTe DSL encodes for Float4E2M1FN): dims, box and coordinates in
+    4-bit elements; the bytes (two values each, low nibble first as stored) are copied unchanged."""
+    k, rows = 1024, 8  # K elements per row: 512 bytes
+    base, g, read = _identity_global(k // 2 * rows)
+    t = tma.decode_tensor_map(tma.encode_tensor_map(base, 11, [k, rows], [k // 2], [256, 4], swizzle=0))
+    assert t.elem_bits == 4 and tma.box_bytes(t) == 128 * 4
+    out = tma.tile_bytes(t, [512, 2], read, 0)
+    for r in range(4):
+        assert (out[r * 128:(r + 1) * 128] == g[(2 + r) * 512 + 256:(2 + r) * 512 + 384]).all()
+    with pytest.raises(Hazard):
+        tma.tile_bytes(t, [3, 0], read, 0)  # an odd 4-bit coordinate splits a byte
+
+
+def test_oob_rows_and_columns_fill_zero():
+    base, g, read = _identity_global(64 * 4)
+    t = tma.decode_tensor_map(tma.encode_tensor_map(base, 0, [48, 4], [64], [32, 4], swizzle=0))
+    out = tma.tile_bytes(t, [32, 2], read, 0).reshape(4, 32)
+    assert (out[:2, :16] == np.stack([g[2 * 64 + 32:2 * 64 + 48], g[3 * 64 + 32:3 * 64 + 48]])).all()
+    assert (out[:, 16:] == 0).all() and (out[2:] == 0).all()
+
+
+def test_alignment_rules():
+    base, g, read = _identity_global(4096)
+    t = tma.decode_tensor_map(tma.encode_tensor_map(base, 0, [128, 8], [128], [128, 8], swizzle=3))
+    with pytest.raises(Hazard):
+        tma.tile_bytes(t, [0, 0], read, 16)  # measured on the H200: a 16-byte aligned destination faults
+    wide = tma.decode_tensor_map(tma.encode_tensor_map(base, 6, [256, 8], [512], [128, 8], swizzle=3))
+    with pytest.raises(Hazard):
+        tma.tile_bytes(wide, [0, 0], read, 0)  # 256-byte rows exceed the 128B swizzle span
+    with pytest.raises(Hazard):
+        tma.tile_bytes(t, [0], read, 0)  # wrong number of coordinates
+
+
+def test_str_is_readable():
+    t = tma.decode_tensor_map(tma.encode_tensor_map(0x1000, 11, [512, 256, 1], [256, 65536], [256, 128, 1],
+                                                    swizzle=3, l2_promotion=2, flags=2))
+    s = str(t)
+    assert "16U4_ALIGN8B" in s and "dims=[512, 256, 1]" in s and "128B" in s
