@@ -19,6 +19,7 @@ from .simt import WARP, Warp
 from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard,
                     SHARED_OFFSET_MASK)
 
+PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
 SHARED_GENERIC_SIZE = 1 << 32
 DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
@@ -78,6 +79,11 @@ class Machine:
         self.dyn_smem = launch.dynamic_smem
         self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0, "hazards": 0}
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
+        # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
+        # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
+        # 9.7.13.? "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
+        self.pdl = any(aid == PDL_LAUNCH_ATTRIBUTE and int.from_bytes(val[:4], "little") != 0
+                       for aid, val in getattr(launch, "launch_attrs", []))
         for g, c in zip(self.grid, self.cluster_dims):
             if g % c:
                 raise Hazard(f"grid {self.grid} is not a multiple of the cluster shape {self.cluster_dims}")
@@ -183,6 +189,14 @@ class Machine:
             raise EmulatorError(f"special register {name} is not implemented")
         return np.broadcast_to(np.asarray(val, np.int64), (WARP,)).copy()
 
+    def check_global_access(self, w, mask, what: str) -> None:
+        """Under programmatic dependent launch, global memory before griddepcontrol.wait races the previous kernel."""
+        if self.pdl:
+            waited = getattr(w, "griddep_waited", None)
+            if waited is None or (mask & ~waited).any():
+                raise Hazard(f"{what}: global memory accessed before griddepcontrol.wait in a kernel launched with "
+                             f"programmatic dependent launch (the previous kernel may still be writing it)")
+
     def tensor_map(self, addr: int):
         """The CUtensorMap at a generic address (a kernel parameter), decoded once."""
         cache = self.__dict__.setdefault("_tmaps", {})
@@ -246,7 +260,7 @@ class Machine:
     def run_cluster(self, cl) -> None:
         warps = [w for cta in cl.ctas for w in cta.warps]
         rng = self.rng
-        stuck_rounds = 0
+        mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
             runnable = [w for w in warps if self._runnable(w)]
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
@@ -256,17 +270,14 @@ class Machine:
                 if all(w.done for w in warps):
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
-                if sleepers and stuck_rounds == 0:
+                if sleepers and cl.progress != mark:
                     # Every remaining warp spins on an incomplete mbarrier and nothing is in flight: let the
                     # spinners run once more (a try_wait may be a probe, not a wait); if no state changes, stop.
-                    stuck_rounds = 1
                     mark = cl.progress
                     for w in sleepers:
                         w.sleep_key = None
                     continue
                 raise Deadlock(self.deadlock_report(cl))
-            if stuck_rounds and cl.progress != mark:
-                stuck_rounds = 0
             w = runnable[int(rng.integers(len(runnable)))]
             self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
         # every CTA must have released its tensor memory before exit (PTX ISA 9.7.16.7.1)

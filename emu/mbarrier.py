@@ -26,7 +26,13 @@ class Mbarrier:
         self.tx = 0
         self.phase = 0
         self.init_line = line
-        self.visible_to_cluster = False  # set by fence.mbarrier_init.release.cluster (9.7.13.15.3)
+        # Publication of the initialisation to the other CTAs of the cluster (PTX ISA 9.7.13.15.9 and
+        # 9.7.13.4): the initialising thread's fence.mbarrier_init.release.cluster, then its
+        # barrier.cluster.arrive in phase P; a thread of another CTA may use the barrier once its own
+        # barrier.cluster.wait has returned for a phase >= P.
+        self.init_thread = None  # (warp, lane)
+        self.fenced = False
+        self.published_phase = None
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
@@ -61,3 +67,16 @@ class Mbarrier:
 
     def phase_complete(self, parity: int) -> bool:
         return (self.phase & 1) != (parity & 1)
+
+
+def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
+    """A thread of another CTA uses `bar`: its initialisation must have been published to that thread."""
+    if warp.cta is bar.cta:
+        return
+    synced = getattr(warp, "cluster_synced_phase", -1)
+    if bar.published_phase is None or synced < bar.published_phase:
+        how = ("was never fenced (fence.mbarrier_init.release.cluster) and published by a cluster barrier"
+               if bar.published_phase is None else
+               f"was published in cluster-barrier phase {bar.published_phase}, but this thread has not waited on it")
+        raise Hazard(f"{what}: CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} of CTA rank {bar.cta.rank}, "
+                     f"whose initialisation {how} (PTX ISA 9.7.13.15.9, 9.7.13.4)")

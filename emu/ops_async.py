@@ -14,6 +14,7 @@ import numpy as np
 from . import tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp
+from .mbarrier import check_remote_use
 from .ops_memory import lane_addresses, mbarrier_at
 from .ptx import Vec
 from .simt import WARP, to_bits
@@ -67,6 +68,7 @@ class BulkTensorLoad:
     @staticmethod
     def execute(ex, w, ins, mask):
         info = ins.info
+        ex.check_global_access(w, mask, ins.opcode)
         dst_op, tens, mbar_op = ins.operands[:3]
         rest = list(ins.operands[3:])
         dst = lane_addresses(ex, w, dst_op, 32)
@@ -91,7 +93,7 @@ class BulkTensorLoad:
                 targets = [dst_cta]
             mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
             signals = []
-            for t in targets:
+            for t in targets:  # (checked below, at issue: the issuing thread must see each barrier's init)
                 # The mbarrier signalled for a destination: the same offset in that CTA; with .cta_group::2 the
                 # mbarrier may sit in either CTA of the destination's pair, and the mbar operand's CTA picks
                 # which (PTX ISA 9.7.9.25.5.1, .cta_group).
@@ -101,6 +103,12 @@ class BulkTensorLoad:
                     sig_cta = t
                 else:
                     sig_cta = mbar_cta
+                if sig_cta is not w.cta:
+                    peer_bar = sig_cta.mbarriers.get(mbar_off)
+                    if peer_bar is None:
+                        raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
+                                     f"which holds no initialised mbarrier")
+                    check_remote_use(peer_bar, w, ins.opcode)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
@@ -118,8 +126,6 @@ def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins)
             bar = sig.mbarriers.get(mbar_off)
             if bar is None:
                 raise Hazard(f"TMA load ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig.rank}: no mbarrier")
-            if sig is not t and not bar.visible_to_cluster:
-                raise Hazard(f"TMA load signals a peer's mbarrier before its initialisation was fenced ({ins.where()})")
             bar.complete_tx(nbytes, f"TMA load complete-tx ({ins.where()})")
         ex.stats["tma_bytes"] += data.size * len(targets)
 
@@ -315,10 +321,11 @@ def _tc_commit(ex, w, ins, mask):
                 raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x} of CTA rank {tcta.rank}")
             bars.append((tcta, bar))
 
-        def run(bars=bars, issuer=w.cta):
+        for _, bar in bars:
+            check_remote_use(bar, w, ins.opcode)
+
+        def run(bars=bars):
             for tcta, bar in bars:
-                if tcta is not issuer and not bar.visible_to_cluster:
-                    raise Hazard(f"tcgen05.commit arrives on a peer's mbarrier before its initialisation was fenced ({ins.where()})")
                 bar.arrive(1, f"tcgen05.commit ({ins.where()})")
 
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.commit", run, _issuing_queue(w), ins.line))
@@ -387,3 +394,131 @@ def _tc_fence(ex, w, ins, mask):
 _TC = {"alloc": _tc_alloc, "dealloc": _tc_dealloc, "relinquish_alloc_permit": _tc_relinquish, "mma": _tc_mma,
        "cp": _tc_cp, "commit": _tc_commit, "ld": _tc_ld, "wait::ld": _tc_wait, "wait::st": _tc_wait,
        "fence::before_thread_sync": _tc_fence, "fence::after_thread_sync": _tc_fence}
+
+
+# ---------------------------------------------------------------------------------------------- TMA store, bulk groups
+class _BulkOp:
+    """A bulk asynchronous operation tracked by bulk async-groups (its completion flag)."""
+
+    def __init__(self):
+        self.done = False
+
+
+def _bulk_state(w):
+    """Per-thread bulk async-group state of a warp: lane -> uncommitted ops, lane -> committed groups (oldest first)."""
+    st = getattr(w, "bulk_groups", None)
+    if st is None:
+        st = w.bulk_groups = ({}, {})
+    return st
+
+
+@family(*(f"cp.async.bulk.tensor.{d}d.global" for d in range(1, 6)))
+class BulkTensorStore:
+    """cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group{.L2::cache_hint} [tmap, {coords}], [src]{, policy}
+    (PTX ISA 9.7.9.25.5.1 "cp.async.bulk.tensor", shared::cta -> global direction, completion mechanism
+    .bulk_group: the operation joins the executing thread's current bulk async-group, committed by
+    cp.async.bulk.commit_group and waited on by cp.async.bulk.wait_group).
+
+    Emulated as one asynchronous operation that, when the seeded engine completes it, reads the box from shared
+    memory and writes it to global memory (emu.tma.tile_store). Until a wait_group covers it the kernel may not
+    rewrite the source, and a rewrite before then changes what is stored."""
+
+    @staticmethod
+    def decode(ins):
+        p = ins.parts
+        dims = p[4]
+        allowed = {"global", "shared::cta", "tile", "bulk_group", "L2::cache_hint", dims}
+        if (not dims.endswith("d") or p[5] != "global" or p[6] != "shared::cta" or set(p[5:]) - allowed
+                or "tile" not in p or "bulk_group" not in p):
+            raise unsupported(ins)
+        return {"rank": int(dims[:-1]), "cache_hint": "L2::cache_hint" in p}
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        info = ins.info
+        tens, src_op = ins.operands[:2]
+        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
+        coords = [w.read(c, "s32", ex) for c in tens.coords]
+        if len(coords) != info["rank"]:
+            raise Hazard(f"{ins.opcode}: {len(coords)} coordinates for a {info['rank']}-d copy")
+        src = lane_addresses(ex, w, src_op, 32)
+        pending, _ = _bulk_state(w)
+        for lane in _lane(mask):
+            tmap = ex.tensor_map(int(tmap_addr[lane]))
+            if tmap.rank != info["rank"]:
+                raise Hazard(f"{ins.opcode}: the tensor map at {int(tmap_addr[lane]):#x} has rank {tmap.rank}")
+            c = [int(x[lane]) for x in coords]
+            cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
+            token = _BulkOp()
+            pending.setdefault(lane, []).append(token)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", _tma_store_run(ex, tmap, c, cta, off, token, ins),
+                                             None, ins.line))
+        return None
+
+
+def _tma_store_run(ex, tmap, coords, cta, off, token, ins):
+    from .state import smem_read
+
+    def run():
+        counts = tmap.box_counts
+        rows = 1
+        for c in counts[1:]:
+            rows *= c
+        total = rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
+        image = smem_read(cta, off, total)
+
+        def write(addr, data):
+            ex.gmem.write(addr, data)
+            ex.store_log.append((int(addr), int(data.size)))
+
+        ex.stats["tma_store_bytes"] = ex.stats.get("tma_store_bytes", 0) + tma.tile_store(tmap, coords, image, off, write)
+        token.done = True
+
+    return run
+
+
+@family("cp.async.bulk.commit_group")
+class BulkCommitGroup:
+    """cp.async.bulk.commit_group (PTX ISA 9.7.9.25.6.1): per executing thread, the bulk async operations it
+    initiated and has not committed yet form a new bulk async-group (possibly empty)."""
+
+    @staticmethod
+    def decode(ins):
+        if len(ins.parts) != 4 or ins.operands:
+            raise unsupported(ins)
+        return None
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        pending, groups = _bulk_state(w)
+        for lane in _lane(mask):
+            groups.setdefault(lane, []).append(pending.pop(lane, []))
+        return None
+
+
+@family("cp.async.bulk.wait_group")
+class BulkWaitGroup:
+    """cp.async.bulk.wait_group{.read} N (PTX ISA 9.7.9.25.6.2): the executing thread waits until at most the N
+    most recent of its bulk async-groups are pending and all earlier ones are complete; with .read, until the
+    operations of those groups have finished reading their source. The emulator completes a store's read and
+    its global write together, so .read waits for the same event (never shorter than the ISA allows)."""
+
+    @staticmethod
+    def decode(ins):
+        mods = ins.parts[3:]
+        if tuple(mods) not in (("wait_group",), ("wait_group", "read")) or len(ins.operands) != 1:
+            raise unsupported(ins)
+        return None
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        n = int(w.read(ins.operands[0], "u32", ex)[0])
+        _, groups = _bulk_state(w)
+        for lane in _lane(mask):
+            gs = groups.get(lane, [])
+            # every group but the N most recent must be complete, whatever the state of those N
+            if any(not all(t.done for t in g) for g in gs[:max(len(gs) - n, 0)]):
+                return BLOCK  # retried later; the engine completes in-flight operations meanwhile
+            while gs and all(t.done for t in gs[0]):  # complete groups at the old end no longer matter
+                gs.pop(0)
+        return None

@@ -209,11 +209,15 @@ class ClusterBarrierOp:
                 raise Hazard("barrier.cluster.arrive twice in one phase by the same thread")
             bar.arrived_threads[w] = prev | mask
             w.cluster_arrive_phase = bar.phase
+            for mb in w.cta.mbarriers.values():  # the release half of publishing an mbarrier's initialisation
+                if mb.fenced and mb.published_phase is None and mb.init_thread[0] is w and mask[mb.init_thread[1]]:
+                    mb.published_phase = bar.phase
             ClusterBarrierOp._try_complete(cl)
             return None
         if getattr(w, "cluster_arrive_phase", None) is None:
             raise Hazard("barrier.cluster.wait without a preceding barrier.cluster.arrive by the same thread")
         if bar.phase > w.cluster_arrive_phase:
+            w.cluster_synced_phase = w.cluster_arrive_phase
             w.cluster_arrive_phase = None
             return None
         w.blocked_on = bar
@@ -240,7 +244,8 @@ class Fence:
     def execute(ex, w, ins, mask):
         if ins.info in ("fence.mbarrier_init.release.cluster", "fence.acq_rel.cluster", "fence.sc.cluster"):
             for bar in w.cta.mbarriers.values():
-                bar.visible_to_cluster = True
+                if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:
+                    bar.fenced = True
 
 
 @family("prefetch")
@@ -260,8 +265,10 @@ class Prefetch:
 
 @family("griddepcontrol")
 class GridDepControl:
-    """griddepcontrol.wait / launch_dependents (PTX ISA 9.7.13.?): one kernel in the emulator at a time,
-    so the prerequisite grid has always completed and the dependents have nothing to start."""
+    """griddepcontrol.wait / launch_dependents (PTX ISA 9.7.13.? "griddepcontrol"). The emulator runs one
+    kernel, so the prerequisite grid has always completed and dependents have nothing to start; what it
+    checks is the rule that makes programmatic dependent launch safe: under such a launch no thread
+    touches global memory before its griddepcontrol.wait (Machine.check_global_access)."""
 
     @staticmethod
     def decode(ins):
@@ -270,4 +277,7 @@ class GridDepControl:
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        if ins.opcode == "griddepcontrol.wait":
+            prev = getattr(w, "griddep_waited", None)
+            w.griddep_waited = mask.copy() if prev is None else prev | mask
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import Control, family, unsupported
-from .mbarrier import Mbarrier
+from .mbarrier import Mbarrier, check_remote_use
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, np_type, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write
@@ -83,6 +83,8 @@ class LoadStore:
     @staticmethod
     def execute(ex, w, ins, mask):
         space, vec, ty = ins.info
+        if space == "global":
+            ex.check_global_access(w, mask, ins.opcode)
         width = 32 if space.startswith("shared") else 64
         esize = type_bits(ty) // 8
         if ins.base == "ld":
@@ -133,9 +135,7 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    if cta is not w.cta and not bar.visible_to_cluster:
-        raise Hazard(f"{what}: remote access to the mbarrier at {off:#x} of CTA rank {cta.rank} before its "
-                     f"initialisation was made visible to the cluster (fence.mbarrier_init, PTX ISA 9.7.13.4)")
+    check_remote_use(bar, w, what)
     return bar
 
 
@@ -171,7 +171,8 @@ class MbarrierOps:
                 cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), False)
                 if off % 8:
                     raise Hazard(f"mbarrier.init at {off:#x}: not 8-byte aligned")
-                cta.mbarriers[off] = Mbarrier(cta, off, int(counts[lane]), ins.line)
+                cta.mbarriers[off] = bar = Mbarrier(cta, off, int(counts[lane]), ins.line)
+                bar.init_thread = (w, int(lane))
                 smem_write(cta, off, np.zeros(8, np.uint8))
             return None
         if op in ("arrive", "expect_tx"):

@@ -296,3 +296,57 @@ def encode_tensor_map(address: int, dtype_code: int, dims: list[int], strides: l
     for i, b in enumerate(box):
         raw[55 + i] = b - 1
     return bytes(raw)
+
+
+def tile_store(tmap: TensorMap, coords: list[int], smem_image: np.ndarray, smem_addr: int, write_global) -> int:
+    """A tile-mode bulk tensor store (cp.async.bulk.tensor.Nd.global.shared::cta.tile, PTX ISA 9.7.9.25.5.1
+    "cp.async.bulk.tensor": copies the box from shared memory to the tensor in global memory). Returns the
+    number of global bytes written.
+
+    The shared-memory side is the load's, in reverse (PTX ISA 5.5 "Tensors": the same bounding box, traversal
+    and 5.5.6 swizzle modes apply to both directions): `smem_image` holds the shared bytes at smem_addr ..
+    smem_addr + rows * pitch (pitch: the inner box bytes, or the swizzle span), and the box element at row r,
+    inner byte j sits at the swizzled address of smem_addr + r * pitch + j. PTX ISA 5.5.x "Out of Bound
+    Access": box elements whose coordinates fall outside the tensor are not written to global memory.
+    write_global(addr, uint8 array)."""
+    coords = [int(c) for c in coords]
+    check_load(tmap, coords, smem_addr)  # the same alignment / box rules
+    if any(e != 1 for e in tmap.elem_strides):
+        raise Unsupported(f"a tensor store through a map with traversal strides {tmap.elem_strides}")
+    counts = tmap.box_counts
+    esize = tmap.elem_bits / 8
+    inner_bytes = tmap.inner_box_bytes
+    pitch = tmap.swizzle_bytes if tmap.swizzle else inner_bytes
+    rows = 1
+    for c in counts[1:]:
+        rows *= c
+    total = rows * pitch
+    smem_image = np.asarray(smem_image, np.uint8)
+    if smem_image.size < total:
+        raise Hazard(f"tensor store: {smem_image.size} shared bytes given for a box of {total}")
+    if tmap.swizzle:
+        addrs = smem_addr + np.arange(total, dtype=np.int64)
+        src = swizzle_offsets(addrs, tmap.swizzle) - smem_addr
+        if src.min() < 0 or src.max() >= total:
+            raise Unsupported(f"a swizzled box of {total} bytes at {smem_addr:#x} would gather outside its own range")
+        image = smem_image[src]
+    else:
+        image = smem_image[:total]
+    lo = max(coords[0], 0)
+    hi = min(coords[0] + counts[0], tmap.dims[0])
+    written = 0
+    if hi <= lo:
+        return 0
+    for r in range(rows):
+        idx, rem = [], r
+        for c in counts[1:]:
+            idx.append(rem % c)
+            rem //= c
+        cs = [coords[d + 1] + idx[d] for d in range(len(idx))]
+        if any(c < 0 or c >= tmap.dims[d + 1] for d, c in enumerate(cs)):
+            continue
+        base = tmap.address + sum(c * s for c, s in zip(cs, tmap.strides))
+        b0, b1 = int((lo - coords[0]) * esize), int((hi - coords[0]) * esize)
+        write_global(base + int(lo * esize), image[r * pitch + b0:r * pitch + b1])
+        written += b1 - b0
+    return written
