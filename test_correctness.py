@@ -9,12 +9,14 @@ One line per case, then a summary; exit 0 only if every case passes. A case that
 NVFP4_CASE_TIMEOUT_S (default 180 s; a deadlocked kernel never returns) ends the run with a traceback after
 its "...." line.
 
-Anywhere else the kernel cannot run. The script says why, then runs the offline checks:
+Anywhere else the kernel cannot run. The script says why, then runs the offline and emulated checks:
   1. tools/preflight.py --quick: cross-compiles the kernel for sm_100a for every config the test and
      benchmark shapes use (no GPU needed);
   2. the reference's dequantisation path on small shapes in both modes, against an independent float64
-     computation that decodes the raw bits and reads the scales from the permuted (kernel) tensors.
-Exit 0 only if both pass.
+     computation that decodes the raw bits and reads the scales from the permuted (kernel) tensors;
+  3. the compiled kernel of each of those configs (with --configs all: of every TUNE_SPACE config) in the
+     SM100 emulator (emu/, tools/emulate.py) on a small shape, both generators, lines labelled "emulated".
+Exit 0 only if all pass.
 """
 from __future__ import annotations
 
@@ -276,6 +278,42 @@ def run_tune_space_checks(task) -> tuple[int, int]:
     return passed, failed
 
 
+def emulator_small_shape(config) -> tuple:
+    """A small shape for `config` in the emulator: two clusters' worth of tiles along M and N, two k-tiles
+    per tile (leaderboard-valid: M, N multiples of 128)."""
+    cm, cn = config.cluster_mn
+    return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), 512, 1)
+
+
+def run_emulator_checks(configs, modes=reference.MODES) -> tuple[int, int]:
+    """The compiled kernel of each config in the SM100 emulator (emu/), on a small shape, every generator."""
+    from emu.run import emulate
+
+    passed = failed = 0
+    for config in configs:
+        shape = emulator_small_shape(config)
+        for mode in modes:
+            res = emulate(*shape, config_name=config.name, mode=mode, sched_seed=0)
+            ok = res.status == "match"
+            print(f"{'PASS' if ok else 'FAIL'}  {res.summary()}", flush=True)
+            if not ok:
+                print("      " + _first_line(res.message))
+            passed += ok
+            failed += not ok
+    return passed, failed
+
+
+def configs_used_by(task) -> list:
+    """The config custom_kernel picks for each test and benchmark shape, each once."""
+    import submission
+
+    seen = {}
+    for case in task["tests"] + task["benchmarks"]:
+        cfg = submission.config_for(case["m"], case["n"], case["k"], case["l"])
+        seen.setdefault(cfg.name, cfg)
+    return list(seen.values())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default=str(REPO / "task.yml"), help="task file with the shapes (default: task.yml)")
@@ -301,6 +339,9 @@ def main(argv=None) -> int:
         print("offline checks requested (--offline)")
     else:
         print(f"the kernel cannot run here: {where}. Running the offline checks instead.")
+    if args.configs == "all":
+        print("--configs all: every TUNE_SPACE config runs in the SM100 emulator on a small shape (emulated, not "
+              "measured); on a B200 the same flag runs them on the test shapes")
     passed = failed = 0
     ok, why = run_preflight()
     print(f"{'PASS' if ok else 'FAIL'}  preflight (sm_100a cross-compile of every test/benchmark config): {why}")
@@ -309,7 +350,22 @@ def main(argv=None) -> int:
     p, f = reference_self_check()
     passed += p
     failed += f
-    print(f"summary: {passed} passed, {failed} failed (offline checks only; {time.perf_counter() - start:.0f} s)")
+    try:
+        import emu.run  # noqa: F401
+        import submission
+    except ImportError as e:
+        print(f"FAIL  emulator: cannot import it ({e}); run from the repository root after tools/setup.sh")
+        failed += 1
+        print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")
+        return 1
+    configs = list(submission.TUNE_SPACE) if args.configs == "all" else configs_used_by(task)
+    print(f"emulator: the compiled kernel of {len(configs)} config(s) on the CPU (tools/emulate.py; "
+          f"{'every TUNE_SPACE config' if args.configs == 'all' else 'the configs the test and benchmark shapes use'})",
+          flush=True)
+    p, f = run_emulator_checks(configs)
+    passed += p
+    failed += f
+    print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")
     return 0 if failed == 0 else 1
 
 

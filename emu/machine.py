@@ -189,6 +189,11 @@ class Machine:
             raise EmulatorError(f"special register {name} is not implemented")
         return np.broadcast_to(np.asarray(val, np.int64), (WARP,)).copy()
 
+    @property
+    def clock(self) -> int:
+        """A global order of events: the number of warp-instructions executed so far."""
+        return self.stats["warp_instructions"]
+
     def check_global_access(self, w, mask, what: str) -> None:
         """Under programmatic dependent launch, global memory before griddepcontrol.wait races the previous kernel."""
         if self.pdl:

@@ -27,12 +27,18 @@ class Mbarrier:
         self.phase = 0
         self.init_line = line
         # Publication of the initialisation to the other CTAs of the cluster (PTX ISA 9.7.13.15.9 and
-        # 9.7.13.4): the initialising thread's fence.mbarrier_init.release.cluster, then its
-        # barrier.cluster.arrive in phase P; a thread of another CTA may use the barrier once its own
-        # barrier.cluster.wait has returned for a phase >= P.
+        # 9.7.13.4): the initialising thread's fence.mbarrier_init.release.cluster, then a release that
+        # reaches the other thread: its barrier.cluster.arrive in phase P matched by that thread's wait on
+        # P, or any later chain of mbarrier signals from this CTA that the other thread has waited on
+        # (see `release_from`).
         self.init_thread = None  # (warp, lane)
         self.fenced = False
+        self.fenced_at = None  # machine clock of the fence
         self.published_phase = None
+        # CTA rank -> latest machine clock of a release by that CTA that reached this barrier (a signal from
+        # it, or from a thread that had itself observed it): a thread whose wait on this barrier succeeds
+        # learns everything up to these times.
+        self.release_from = {}
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
@@ -74,9 +80,30 @@ def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
     if warp.cta is bar.cta:
         return
     synced = getattr(warp, "cluster_synced_phase", -1)
-    if bar.published_phase is None or synced < bar.published_phase:
+    by_cluster_barrier = bar.published_phase is not None and synced >= bar.published_phase
+    by_signals = bar.fenced_at is not None and warp.known.get(bar.cta.rank, -1) >= bar.fenced_at
+    if not (by_cluster_barrier or by_signals):
         how = ("was never fenced (fence.mbarrier_init.release.cluster) and published by a cluster barrier"
                if bar.published_phase is None else
                f"was published in cluster-barrier phase {bar.published_phase}, but this thread has not waited on it")
         raise Hazard(f"{what}: CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} of CTA rank {bar.cta.rank}, "
                      f"whose initialisation {how} (PTX ISA 9.7.13.15.9, 9.7.13.4)")
+
+
+def note_signal(bar: Mbarrier, warp, now: int) -> None:
+    """`warp` signals `bar` (an arrival or complete-tx it issued at clock `now`): a release from its CTA,
+    carrying what it had observed of other CTAs."""
+    rel = bar.release_from
+    rank = warp.cta.rank
+    if rel.get(rank, -1) < now:
+        rel[rank] = now
+    for r, t in warp.known.items():
+        if rel.get(r, -1) < t:
+            rel[r] = t
+
+
+def note_acquire(bar: Mbarrier, warp) -> None:
+    """`warp` saw a phase of `bar` complete: it has observed every release that reached the barrier."""
+    for r, t in bar.release_from.items():
+        if warp.known.get(r, -1) < t:
+            warp.known[r] = t

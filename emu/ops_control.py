@@ -246,6 +246,7 @@ class Fence:
             for bar in w.cta.mbarriers.values():
                 if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:
                     bar.fenced = True
+                    bar.fenced_at = ex.clock
 
 
 @family("prefetch")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import Control, family, unsupported
-from .mbarrier import Mbarrier, check_remote_use
+from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, np_type, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write
@@ -183,6 +183,7 @@ class MbarrierOps:
             tokens = np.zeros(WARP, np.uint64)
             for lane in lanes:
                 bar = mbarrier_at(ex, w, int(addrs[lane]), space == "shared::cluster", ins.opcode)
+                note_signal(bar, w, ex.clock)
                 if op == "expect_tx":
                     bar.expect_tx(int(extra[lane]), ins.opcode)
                     continue
@@ -204,6 +205,8 @@ class MbarrierOps:
         for lane in lanes:
             bar = mbarrier_at(ex, w, int(addrs[lane]), space == "shared::cluster", ins.opcode)
             done[lane] = bar.phase_complete(int(parity[lane]))
+            if done[lane]:
+                note_acquire(bar, w)
             last = bar
         w.write(p_op, done, "pred", mask)
         if not done[mask].any():

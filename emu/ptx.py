@@ -118,6 +118,8 @@ _TYPE_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2
                "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "pred": 1}
 _PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
 _REG_DECL_RE = re.compile(r"\.reg\s+\.(\w+)\s+([%\w$]+?)(?:<(\d+)>)?\s*$")
+# A declaration may name several registers: `.reg .pred e, p;` (PTX ISA 5.4 "Variables": a list of names).
+_REG_LIST_RE = re.compile(r"\.reg\s+\.(\w+)\s+([%\w$]+(?:<\d+>)?(?:\s*,\s*[%\w$]+(?:<\d+>)?)+)\s*$")
 
 
 def _strip_comments(text: str) -> str:
@@ -255,7 +257,7 @@ def parse_operand(tok: str, scopes: _Scopes):
 
 def parse_module(text: str) -> Kernel:
     """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
-    body = _strip_comments(text)
+    body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte
     raw_lines = body.split("\n")
     m = re.search(r"\.entry\s+([\w$]+)\s*\(", body)
     if m is None:
@@ -335,8 +337,10 @@ def parse_module(text: str) -> Kernel:
             continue
         if s.startswith("."):
             dm = _REG_DECL_RE.match(s)
-            if dm:
-                ty, rname, _count = dm.groups()
+            lm = None if dm else _REG_LIST_RE.match(s)
+            decls = [dm.groups()[:2]] if dm else [
+                (lm.group(1), re.sub(r"<\d+>$", "", n.strip())) for n in lm.group(2).split(",")] if lm else []
+            for ty, rname in decls:
                 if len(scopes.stack) > 1:
                     scopes.local_regs[-1].add(rname)
                 reg_decls[scopes.reg(rname)] = ty

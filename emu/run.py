@@ -49,7 +49,8 @@ class EmulationResult:
 
     def summary(self) -> str:
         m, n, k, l = self.shape
-        return (f"emulated {self.status.upper()}: {self.config} {m}x{n}x{k}x{l} {self.mode}, "
+        dsl = f" (DSL {self.launch['dsl_version']})" if self.launch.get("dsl_version") else ""
+        return (f"emulated {self.status.upper()}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
                 f"{self.clusters_run}/{self.clusters_total} clusters, {self.checked_elements} elements checked, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
@@ -108,7 +109,7 @@ def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
 def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
-            max_quantum: int = 24) -> EmulationResult:
+            max_quantum: int = 24, dsl: str = "default") -> EmulationResult:
     t0 = time.time()
     sub = load_submission(submission)
     import reference
@@ -130,9 +131,10 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
-    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count)
+    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl)
     kernel = ptx_mod.parse_module(cap.ptx)
-    res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem}
+    res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
+                  "dsl_version": cap.dsl_version, "params": len(cap.params)}
     try:
         machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum)
         ids = choose_clusters(machine, clusters, sched_seed)

@@ -65,6 +65,7 @@ class Warp:
         self.reg_types = kernel_regs
         self.blocked_on = None  # a barrier object while the warp cannot proceed
         self.sleep_key = None  # an mbarrier the warp last found incomplete (a spin-wait hint)
+        self.known: dict = {}  # CTA rank -> machine clock up to which this warp has observed that CTA's releases
         self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
         self.instructions = 0
         self.last_line = 0

@@ -101,3 +101,18 @@ def test_cluster_subset_checks_only_its_tiles():
     assert res.status == "match", res.message
     assert res.clusters_run == 3 and res.clusters_total == 16
     assert res.checked_elements == 3 * 128 * 64
+
+
+DSL435 = REPO / ".venv" / "dsl435" / "nvidia_cutlass_dsl" / "python_packages" / "cutlass"
+
+
+@pytest.mark.skipif(not DSL435.is_dir(), reason="nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl435 "
+                                                 "(tools/setup.sh installs it)")
+@pytest.mark.parametrize("name,shape", [("m128n64_c1x1_e32", (128, 256, 512, 1)), ("m256n64_c2x1_e32", (256, 256, 512, 1)),
+                                        ("m256n128_c2x1_e32", (256, 256, 512, 1))])
+def test_dsl_435_compile_matches(name, shape):
+    """The leaderboard-era DSL emits different device code (21 kernel parameters, its own TMEM-allocator
+    barrier handling): it is emulated as compiled by 4.3.5."""
+    res = emulate(*shape, config_name=name, mode="strict", sched_seed=9, dsl="4.3.5")
+    assert res.launch["dsl_version"] == "4.3.5"
+    assert res.status == "match", res.summary() + "\n" + res.message

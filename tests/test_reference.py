@@ -131,7 +131,7 @@ def test_permuted_layout_matches_index_mapping(mode):
         b = torch.arange(l)[None, None, :]
         gathered = permuted.view(torch.uint8)[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b]
         assert gathered.shape == plain.shape
-        assert torch.equal(gathered, plain.view(torch.uint8)), "every element of the plain tensor at its FACTS index"
+        assert torch.equal(gathered, plain.view(torch.uint8)), "every element of the plain tensor at its documented index"
 
 
 def test_permuted_layout_small_explicit_loop():
@@ -411,7 +411,7 @@ def test_load_task():
     assert [(c["m"], c["n"], c["k"]) for c in task["benchmarks"]] == [
         (256, 4096, 7168), (512, 4096, 7168), (256, 3072, 4096), (512, 3072, 7168)]
     sol = [c["sol_us"] for c in task["benchmarks"]]
-    assert math.isclose(math.exp(sum(map(math.log, sol)) / 4), 4.886, abs_tol=5e-4)  # FACTS.md §1
+    assert math.isclose(math.exp(sum(map(math.log, sol)) / 4), 4.886, abs_tol=5e-4)  # docs/leaderboard.md §2
 
 
 def test_load_task_rejects_malformed(tmp_path):

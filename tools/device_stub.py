@@ -9,8 +9,11 @@ import inspect
 import sys
 from typing import NamedTuple
 
+import cutlass
 import cutlass.cute as cute
 import cutlass.utils as utils
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
 
 import submission as S
 
@@ -81,11 +84,11 @@ class DeviceStub(S.DualGemmKernel):
         )
 
     def body(self, args: KernelArgs):
-        utils.SmemAllocator().allocate(self.shared_storage)
+        S.SmemAllocator().allocate(self.shared_storage)
 
     def ring_and_loads(self, args: KernelArgs):
         """The shared storage, then the kernel's own `_ring_and_loads` on it: (storage, ring, loads, k_tiles, tCgC)."""
-        storage = utils.SmemAllocator().allocate(self.shared_storage)
+        storage = S.SmemAllocator().allocate(self.shared_storage)
         return (storage, *self._ring_and_loads(
             storage,
             args.tiled_mma,
@@ -100,6 +103,22 @@ class DeviceStub(S.DualGemmKernel):
             args.sfa_smem_layout_staged,
             args.sfb_smem_layout_staged,
         ))
+
+
+def exit_unless_cuda_gpu(script: str, needs: str, min_major: int = 0) -> None:
+    """For the probes run as scripts: where no fitting CUDA GPU is visible, one line on stderr and exit code 2
+    (pytest runs them only where one is, see tests/test_submission.py)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        why = f"no CUDA GPU is visible (torch {torch.__version__}: torch.cuda.is_available() is False)"
+    elif torch.cuda.get_device_capability()[0] < min_major:
+        major, minor = torch.cuda.get_device_capability()
+        why = f"{torch.cuda.get_device_name()} is sm_{major}{minor}"
+    else:
+        return
+    print(f"{script}: {why}; it needs {needs}", file=sys.stderr)
+    sys.exit(2)
 
 
 def admit_this_gpu_for_host_side():
@@ -122,3 +141,48 @@ def admit_this_gpu_for_host_side():
                 archs.append(arch)
                 seen.add(id(archs))
     return arch, len(seen)
+
+
+@dsl_user_op
+def globaltimer(*, loc=None, ip=None) -> cutlass.Int64:
+    """%globaltimer: the GPU's nanosecond clock, the same on every SM."""
+    return cutlass.Int64(
+        llvm.inline_asm(T.i64(), [], "mov.u64 $0, %globaltimer;", "=l", has_side_effects=True, is_align_stack=False,
+                        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    )
+
+
+class SpinStub(DeviceStub):
+    """The real host side and launch (grid, cluster, smem request, PDL attribute); a body that runs about as long
+    as the real kernel is modeled to: every CTA claims the shared storage (the prologue), then, with config.pdl,
+    signals dependents and waits (griddepcontrol) as the real kernel does, then spins for spin_ns of
+    %globaltimer. Thread 0 of CTA 0 writes three timestamps (entry, after the wait, end; int64 ns) over the
+    first 24 bytes of C, so a run of calls with distinct C tensors shows each kernel's gap to the previous one.
+    """
+
+    def __init__(self, config, spin_ns: int = 10000):
+        super().__init__(config)
+        self.spin_ns = spin_ns
+
+    def body(self, args: KernelArgs):
+        t_entry = globaltimer()
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_launch_dependents()
+        S.SmemAllocator().allocate(self.shared_storage)
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_wait()
+        _spin_and_stamp(args.mC_mnl, t_entry, globaltimer(), self.spin_ns)
+
+
+@cute.jit
+def _spin_and_stamp(mC: cute.Tensor, t_entry: cutlass.Int64, t_start: cutlass.Int64, spin_ns: cutlass.Constexpr):
+    """Spin until spin_ns of %globaltimer have passed since t_start; thread 0 of CTA 0 writes (entry, start, end)."""
+    t_now = globaltimer()
+    while t_now - t_start < spin_ns:
+        t_now = globaltimer()
+    if cute.arch.block_idx()[0] == 0:
+        if cute.arch.thread_idx()[0] == 0:
+            stamps = cute.make_tensor(cute.recast_ptr(mC.iterator, dtype=cutlass.Int64), cute.make_layout(3))
+            stamps[0] = t_entry
+            stamps[1] = t_start
+            stamps[2] = t_now

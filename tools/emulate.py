@@ -46,6 +46,8 @@ def main(argv=None) -> int:
                                                       "only the tiles they write are checked")
     ap.add_argument("--sm-count", type=int, default=None,
                     help="compile with this SM count (fewer SMs: every CTA runs several tiles)")
+    ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
+                    help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
     ap.add_argument("--json", default=None, help="write the result here")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
 
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
-                  progress=progress, input_seed=args.input_seed)
+                  progress=progress, input_seed=args.input_seed, dsl=args.dsl)
     print(res.summary())
     if res.status != "match":
         print(res.message)

@@ -3,7 +3,7 @@
 Cross-compiles every kernel config for sm_100a (CONFIG_TABLE, the configs task.yml's shapes use,
 TUNE_SPACE), one subprocess per config, and judges the dumped PTX/cubin: registers, spills, shared
 memory, barriers, threads per CTA, and static counts of the instructions that matter. Also lints
-submission.py against the leaderboard rules (FACTS.md §3). Prints a table, writes JSON, exits 1 on
+submission.py against the leaderboard rules (docs/leaderboard.md §4). Prints a table, writes JSON, exits 1 on
 any failure.
 
     python tools/preflight.py [--quick] [--jobs 2] [--json build/preflight.json] [--dsl-label L]
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
+import itertools
 import importlib.metadata
 import importlib.util
 import json
@@ -32,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SMEM_CAPACITY = 232448  # B200 max shared memory per block (opt-in), FACTS / CONTRACT
+SMEM_CAPACITY = 232448  # B200 max shared memory per block (opt-in), docs/leaderboard.md §1
 MIN_THREADS = 192       # issue 3: TMA warp + MMA warp + 4 epilogue warps
 REGS_PER_SM = 65536
 # Errors that 4.3.5 raises at its JIT step on a machine with no driver, after .ptx/.cubin are written.
@@ -193,7 +194,7 @@ def parse_sass(text: str) -> dict[str, dict]:
 
 
 # ----------------------------------------------------------------------------- lint
-HEADERS = ("#!POPCORN leaderboard nvfp4_dual_gemm", "#!POPCORN gpu B200")
+HEADERS = ("#!POPCORN leaderboard nvfp4_dual_gemm", "#!POPCORN gpu NVIDIA")  # docs/leaderboard.md §5
 GRAPH_RE = re.compile(r"cudagraph|cuda\.graph|cugraph|graph\.replay|make_graphed_callables|capture_begin", re.I)
 TENSOR_ANN = re.compile(r"input_t|Tensor")
 CONTAINER_CALLS = {"dict", "list", "set", "OrderedDict", "defaultdict", "WeakValueDictionary", "WeakKeyDictionary", "deque"}
@@ -202,7 +203,7 @@ IDENTITY_HINTS = ("data_ptr", "untyped_storage", "storage", "tobytes", "clone")
 
 
 def lint_source(text: str, path: str = "submission.py") -> list[str]:
-    """Rules of FACTS.md §3. The caching check is a heuristic: it flags a module-level container or
+    """Rules of docs/leaderboard.md §4. The caching check is a heuristic: it flags a module-level container or
     global written with a key/value derived from the call's tensors (or their addresses), and
     functools caches on functions that take tensors. Caching compiled kernels by config or shape passes."""
     problems = []
@@ -502,22 +503,27 @@ def run_config(i: int, cfg, args, tmp: Path, tools: dict) -> dict:
         keep = Path(args.keep) / cfg.name
         shutil.copytree(dump, keep, dirs_exist_ok=True)
         rec["artifact_dir"] = str(keep)
+    progress = getattr(args, "progress", None)  # (label, counter, total): one line per finished config
+    if progress:
+        label, counter, total = progress
+        print(f"{label}: {next(counter)}/{total} {cfg.name}: {rec['status']} ({rec['wall_s']} s)", file=sys.stderr,
+              flush=True)
     return rec
 
 
 def fmt_table(rows: list[dict]) -> str:
+    """One row per config; "used by" comes last and is printed whole (it can name many shapes)."""
     width = max([len(r["name"]) for r in rows] + [6])
-    cols = [("config", width), ("used by", 30), ("result", 6), ("regs", 4), ("spill B", 7), ("smem B", 6),
-            ("bars", 4), ("thr", 3), ("mma bs16/all", 12), ("2cta", 4), ("cp", 3), ("ld", 3), ("tma", 4), ("s", 5)]
-    out = ["  ".join(n.ljust(w) for n, w in cols)]
+    cols = [("config", width), ("result", 6), ("regs", 4), ("spill B", 7), ("smem B", 6), ("bars", 4), ("thr", 3),
+            ("mma bs16/all", 12), ("2cta", 4), ("cp", 3), ("ld", 3), ("tma", 4), ("s", 5), ("used by", 0)]
+    out = ["  ".join(n.ljust(w) for n, w in cols).rstrip()]
     for r in rows:
         s = r.get("summary", {})
-        roles = ", ".join(r["roles"])
-        vals = [r["name"], roles if len(roles) <= 30 else roles[:27] + "...", "ok" if r["ok"] else "FAIL",
+        vals = [r["name"], "ok" if r["ok"] else "FAIL",
                 s.get("registers"), s.get("spill_bytes"), s.get("smem_total"), s.get("barriers"), s.get("threads"),
                 f"{s.get('mma_blockscaled16', '-')}/{s.get('tcgen05_mma', '-')}", s.get("mma_2cta"), s.get("tcgen05_cp"), s.get("tcgen05_ld"),
-                s.get("tma_load"), r.get("wall_s")]
-        out.append("  ".join(str("-" if v is None else v).ljust(w) for v, (_, w) in zip(vals, cols)))
+                s.get("tma_load"), r.get("wall_s"), ", ".join(r["roles"])]
+        out.append("  ".join(str("-" if v is None else v).ljust(w) for v, (_, w) in zip(vals, cols)).rstrip())
     return "\n".join(out)
 
 
@@ -539,6 +545,9 @@ def preflight(args) -> dict:
     except Exception as e:
         report["problems"].append(f"cannot import submission / read task.yml: {type(e).__name__}: {e}")
         configs, roles, capacity = [], {}, SMEM_CAPACITY
+    args.progress = ("preflight", itertools.count(1), len(configs))
+    print(f"preflight: compiling {len(configs)} configs for sm_100a, {args.jobs} at a time (a line per config as it "
+          "finishes; the table comes at the end)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="preflight_") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         futs = [pool.submit(run_config, i, c, args, Path(tmp), tools) for i, c in enumerate(configs)]
         for cfg, fut in zip(configs, futs):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import itertools
 import json
 import os
 import pickle
@@ -232,7 +233,10 @@ def dry_run(args) -> dict:
     cands = {s: sub.candidate_configs(*s) for s in shapes}
     unique = list(dict.fromkeys(c for lst in cands.values() for c in lst))
     tools = {n: preflight.find_tool(n) for n in ("ptxas", "cuobjdump")}
-    pf_args = argparse.Namespace(submission=args.submission, timeout=args.timeout, keep=None)
+    pf_args = argparse.Namespace(submission=args.submission, timeout=args.timeout, keep=None,
+                                 progress=("tune --dry-run", itertools.count(1), len(unique)))
+    print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time (a line per "
+          "config as it finishes; the ranking comes at the end)", file=sys.stderr, flush=True)
     capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
     compiled = {}
     with tempfile.TemporaryDirectory(prefix="tune_dry_") as tmp, ThreadPoolExecutor(args.jobs) as pool:
@@ -257,7 +261,7 @@ def dry_run(args) -> dict:
     if out["chosen"]:
         g = model.geomean(c["modeled_us"] for c in out["chosen"].values())
         print(f"modeled geomean of the best compiling candidates: {g:.2f} us (modeled); SOL {model.SOL_GEOMEAN_US} us; "
-              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us (measured, FACTS §4)")
+              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us (measured, B200, docs/leaderboard.md §7)")
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"dry run took {out['wall_s']} s")
     return out
