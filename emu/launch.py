@@ -345,7 +345,7 @@ def leaderboard_tensors(m: int, n: int, k: int, l: int) -> dict[str, tuple[tuple
     return out
 
 
-def _read_log(lib) -> list[str]:
+def read_log(lib) -> list[str]:
     n = ctypes.c_int.in_dll(lib, "emu_log_len").value
     buf = (ctypes.c_char * 160 * 256).in_dll(lib, "emu_log")
     return [bytes(buf[i]).split(b"\0", 1)[0].decode() for i in range(n)]
@@ -371,8 +371,9 @@ def _image_size(lib_data: int) -> int:
     return end
 
 
-def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
-    """Load the linked host library, call the exported TVM-FFI function once, return what the stubs saw."""
+def open_host_library(art: Path, ptx: str):
+    """Load the linked host library with the runtime stand-ins primed (parameter sizes from the PTX, B200
+    device and kernel attributes). Returns (lib, kernel_name, params)."""
     lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
     kernel_name, params = entry_params(ptx)
     lib.emu_reset()
@@ -386,28 +387,15 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
     kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
     for i in range(64):
         kat[i] = KERNEL_ATTRS.get(i, -1)
+    return lib, kernel_name, params
 
-    keep = []
-    tensors = leaderboard_tensors(m, n, k, l)
-    args = (_TVMFFIAny * len(OPERANDS))()
-    for i, name in enumerate(OPERANDS):
-        (code, bits, lanes), shape, strides = tensors[name]
-        sh = (ctypes.c_int64 * len(shape))(*shape)
-        st = (ctypes.c_int64 * len(strides))(*strides)
-        t = _DLTensor(ctypes.c_void_p(int(addresses[name])), _DLDevice(K_DL_CUDA, 0), len(shape),
-                      _DLDataType(code, bits, lanes), sh, st, 0)
-        keep += [sh, st, t]
-        args[i].type_index = K_TVMFFI_DLTENSOR_PTR
-        args[i].v_int64 = ctypes.addressof(t)
-    result = _TVMFFIAny(K_TVMFFI_NONE, 0, 0)
-    fn = getattr(lib, "__tvm_ffi_" + EXPORT_NAME)
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
-    rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
-    log = _read_log(lib)
+
+def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str) -> dict:
+    """What the stand-ins saw after the host code ran once: exactly one launch of the PTX's .entry."""
+    log = read_log(lib)
     err = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_error"))).decode(errors="replace")
-    if rc != 0:
-        raise RuntimeError(f"the host function returned {rc}: {err or '(no error message)'}; runtime calls: {log}")
+    if status != 0:
+        raise RuntimeError(f"{what} returned {status}: {err or '(no error message)'}; runtime calls: {log}")
     launches = ctypes.c_int.in_dll(lib, "emu_launches").value
     if launches != 1:
         raise RuntimeError(f"expected one cudaLaunchKernelEx, saw {launches}; runtime calls: {log}")
@@ -428,14 +416,39 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
     lib_data = ctypes.c_void_p.in_dll(lib, "emu_library_data").value
     cubin = ctypes.string_at(lib_data, _image_size(lib_data)) if lib_data else b""
     recorded_name = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_kernel_name"))).decode()
+    if recorded_name != kernel_name:
+        raise RuntimeError(f"launched kernel {recorded_name!r} is not the PTX's .entry {kernel_name!r}")
     cluster = (1, 1, 1)
     for aid, val in attrs:
         if aid == CLUSTER_DIM_ATTR:
             cluster = tuple(int.from_bytes(val[4 * j:4 * j + 4], "little") for j in range(3))
-    return {"kernel_name": recorded_name, "ptx_kernel_name": kernel_name, "params": params, "blobs": blobs,
+    return {"kernel_name": recorded_name, "params": params, "blobs": blobs,
             "grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z), "cluster": cluster,
             "dynamic_smem": ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, "attrs": attrs,
             "cubin": cubin, "log": log}
+
+
+def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
+    """Call the exported TVM-FFI host function once with DLTensors at `addresses`; return what the stubs saw."""
+    lib, kernel_name, params = open_host_library(art, ptx)
+    keep = []
+    tensors = leaderboard_tensors(m, n, k, l)
+    args = (_TVMFFIAny * len(OPERANDS))()
+    for i, name in enumerate(OPERANDS):
+        (code, bits, lanes), shape, strides = tensors[name]
+        sh = (ctypes.c_int64 * len(shape))(*shape)
+        st = (ctypes.c_int64 * len(strides))(*strides)
+        t = _DLTensor(ctypes.c_void_p(int(addresses[name])), _DLDevice(K_DL_CUDA, 0), len(shape),
+                      _DLDataType(code, bits, lanes), sh, st, 0)
+        keep += [sh, st, t]
+        args[i].type_index = K_TVMFFI_DLTENSOR_PTR
+        args[i].v_int64 = ctypes.addressof(t)
+    result = _TVMFFIAny(K_TVMFFI_NONE, 0, 0)
+    fn = getattr(lib, "__tvm_ffi_" + EXPORT_NAME)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
+    rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
+    return recorded_launch(lib, kernel_name, params, rc, "the host function")
 
 
 def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
@@ -454,8 +467,6 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
     meta = json.loads((art / "meta.json").read_text())
     rec = call_host(art, ptx, m, n, k, l, addresses)
     t2 = time.time()
-    if rec["kernel_name"] != rec["ptx_kernel_name"]:
-        raise RuntimeError(f"launched kernel {rec['kernel_name']!r} is not the PTX's .entry {rec['ptx_kernel_name']!r}")
     return CapturedLaunch(
         ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],
         dynamic_smem=rec["dynamic_smem"], params=rec["blobs"], dsl_version=meta["dsl_version"],

@@ -16,8 +16,7 @@ import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .simt import WARP, Warp
-from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard,
-                    SHARED_OFFSET_MASK)
+from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)

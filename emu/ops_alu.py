@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import family, unsupported
-from .ptx import Pair, Reg, Sym, Vec
+from .ptx import Pair, Reg, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
 
 _INT = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"}

@@ -6,7 +6,7 @@ import numpy as np
 from .isa import Control, family, unsupported
 from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
-from .simt import WARP, from_bits, np_type, to_bits, type_bits
+from .simt import WARP, from_bits, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write
 
 SLEEP = Control("sleep")

@@ -213,8 +213,7 @@ def capture(art: Path, addresses: dict, shape: tuple):
     **args, int32 num_args)` takes pointers to a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, the four int32 problem
     sizes, the stream and an int32 return slot (the header's cute_dsl_<p>_wrapper).
     """
-    from emu.launch import (B200_DEVICE_ATTRS, CLUSTER_DIM_ATTR, KERNEL_ATTRS, CapturedLaunch, _image_size,
-                            _read_log, build_library, entry_params)
+    from emu.launch import CapturedLaunch, open_host_library, read_log, recorded_launch
 
     header = (art / f"{EXPORT_PREFIX}.h").read_text()
     m_entry = re.search(r"void\s+(_mlir_%s__mlir_ciface_\w+)\(void \*\*args, int32_t num_args\)" % EXPORT_PREFIX,
@@ -229,19 +228,7 @@ def capture(art: Path, addresses: dict, shape: tuple):
         raise RuntimeError(f"unexpected host argument list {arg_names} (expected {want})")
 
     ptx = (art / "kernel.ptx").read_text()
-    lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
-    kernel_name, params = entry_params(ptx)
-    lib.emu_reset()
-    ctypes.c_int.in_dll(lib, "emu_num_params").value = len(params)
-    sizes = (ctypes.c_int * 64).in_dll(lib, "emu_param_sizes")
-    for i, (_, size, _, _) in enumerate(params):
-        sizes[i] = size
-    dev = (ctypes.c_int * 256).in_dll(lib, "emu_device_attr_values")
-    for i in range(256):
-        dev[i] = B200_DEVICE_ATTRS.get(i, -1)
-    kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
-    for i in range(64):
-        kat[i] = KERNEL_ATTRS.get(i, -1)
+    lib, kernel_name, params = open_host_library(art, ptx)
 
     # <p>_Kernel_Module_Load
     storage = ctypes.c_void_p(0)
@@ -255,7 +242,7 @@ def capture(art: Path, addresses: dict, shape: tuple):
         arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
         fn(ctypes.addressof(arr))
         if ret.value:
-            raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {_read_log(lib)}")
+            raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
 
     m, n, k, l = shape
     vals = [ctypes.c_void_p(int(addresses[x])) for x in ("a", "b", "sfa", "sfb", "c")]
@@ -264,41 +251,13 @@ def capture(art: Path, addresses: dict, shape: tuple):
     entry = getattr(lib, m_entry.group(1))
     entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
     entry(ctypes.addressof(arr), len(vals))
-    log = _read_log(lib)
-    if vals[-1].value:
-        raise RuntimeError(f"the host entry returned {vals[-1].value}; runtime calls: {log}")
-    launches = ctypes.c_int.in_dll(lib, "emu_launches").value
-    if launches != 1:
-        raise RuntimeError(f"expected one cudaLaunchKernelEx, saw {launches}; runtime calls: {log}")
-
-    class Dim3(ctypes.Structure):
-        _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
-
-    grid, block = Dim3.in_dll(lib, "emu_grid"), Dim3.in_dll(lib, "emu_block")
-    nattr = ctypes.c_uint.in_dll(lib, "emu_num_attrs").value
-    attr_raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_attrs")), 72 * nattr)
-    attrs = [(int.from_bytes(attr_raw[72 * i:72 * i + 4], "little"), attr_raw[72 * i + 8:72 * i + 72])
-             for i in range(nattr)]
-    raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_param_bytes")), sum(p[1] for p in params))
-    blobs, off = [], 0
-    for _, size, _, _ in params:
-        blobs.append(raw[off:off + size])
-        off += size
-    cluster = (1, 1, 1)
-    for aid, val in attrs:
-        if aid == CLUSTER_DIM_ATTR:
-            cluster = tuple(int.from_bytes(val[4 * j:4 * j + 4], "little") for j in range(3))
-    recorded = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_kernel_name"))).decode()
-    if recorded != kernel_name:
-        raise RuntimeError(f"launched kernel {recorded!r} is not the PTX's .entry {kernel_name!r}")
-    lib_data = ctypes.c_void_p.in_dll(lib, "emu_library_data").value
+    rec = recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry")
     meta = json.loads((art / "meta.json").read_text())
     return CapturedLaunch(
-        ptx=ptx, kernel_name=recorded, grid=(grid.x, grid.y, grid.z), block=(block.x, block.y, block.z),
-        cluster=cluster, dynamic_smem=ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, params=blobs,
-        dsl_version=meta["dsl_version"], param_names=[p[0] for p in params], param_decls=[p[3] for p in params],
-        cubin=ctypes.string_at(lib_data, _image_size(lib_data)) if lib_data else b"", launch_attrs=attrs,
-        runtime_log=log, artifact_dir=str(art), timings={"worker": meta})
+        ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],
+        dynamic_smem=rec["dynamic_smem"], params=rec["blobs"], dsl_version=meta["dsl_version"],
+        param_names=[p[0] for p in params], param_decls=[p[3] for p in params], cubin=rec["cubin"],
+        launch_attrs=rec["attrs"], runtime_log=rec["log"], artifact_dir=str(art), timings={"worker": meta})
 
 
 # ============================================================================ inputs and reference
@@ -393,9 +352,8 @@ def calibrate_one(example: Path, cfg: CalConfig, seed: int = 0, sched_seed: int 
                   place_scales=None) -> CalResult:
     """Compile (cached), capture, emulate and check one config. place_scales: (L, MN, SF_K) scale bytes -> the bytes
     placed in global memory (default blocked_scale_bytes; tests pass a wrong layout to prove the check bites)."""
-    from emu import ptx as ptx_mod
-    from emu.machine import Deadlock, Machine
-    from emu.state import EmulatorError, GlobalMemory, Hazard, Unsupported
+    from emu.run import execute
+    from emu.state import GlobalMemory
 
     place_scales = place_scales or blocked_scale_bytes
     t0 = time.time()
@@ -417,26 +375,15 @@ def calibrate_one(example: Path, cfg: CalConfig, seed: int = 0, sched_seed: int 
     t2 = time.time()
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "kernel": cap.kernel_name[:80]}
-    machine = None
-    try:
-        kernel = ptx_mod.parse_module(cap.ptx)
-        machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress)
-        machine.run()
-    except Deadlock as e:
-        res.status, res.message = "deadlock", str(e)
-    except Unsupported as e:
-        res.status, res.message = "unsupported", str(e)
-    except Hazard as e:
-        res.status, res.message = "hazard", str(e)
-    except EmulatorError as e:  # e.g. a PTX syntax the parser does not know
-        res.status, res.message = "unsupported", f"{type(e).__name__}: {e}"
-    else:
+    run = execute(cap, gmem, sched_seed, progress=progress)
+    res.status, res.message = run.status, run.message
+    if run.status == "completed":
         raw = gmem.read(addresses["c"], l * m * n * c_bytes)
         out = raw.view(np.float16 if c_bytes == 2 else np.float32).reshape(l, m, n)
         ok, msg = check(out, reference(inputs), cfg.c_dtype)
         res.status, res.message = ("match" if ok else "mismatch"), msg
-    if machine is not None:
-        res.stats = dict(machine.stats)
+    if run.machine is not None:
+        res.stats = dict(run.machine.stats)
     res.seconds = time.time() - t0
     res.timings = {"compile_or_cache_s": round(t1 - t0, 2), "capture_s": round(t2 - t1, 2),
                    "emulate_s": round(time.time() - t2, 2), "worker": json.loads((art / "meta.json").read_text())}

@@ -32,6 +32,20 @@ stamp=.venv/.setup-stamp
 DSL435=.venv/dsl435
 want="$(cat pyproject.toml tools/setup.sh | sha256sum | cut -d' ' -f1)"
 
+# The SM100 emulator (emu/launch.py) links the kernel's exported host code with a C compiler: install one
+# where none is found and we may (root with apt-get, as on CI machines); otherwise say what is missing.
+step="find a C compiler for the emulator's launch capture"
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "tools/setup.sh: no C compiler found; installing gcc (the emulator's launch capture needs one)" >&2
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null
+    else
+        echo "tools/setup.sh: no C compiler (cc/gcc) found and cannot install one: install gcc, or the emulator" \
+             "(tools/emulate.py and its tests) cannot capture the kernel's launch" >&2
+        exit 1
+    fi
+fi
+
 # Fast path: the same pyproject.toml and setup.sh as the last complete run, 4.3.5 in place, and one import check.
 step="check the existing .venv"
 if [ -x "${VPY}" ] && [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${want}" ] && [ -f "${DSL435}/.complete" ] \
