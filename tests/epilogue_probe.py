@@ -61,16 +61,28 @@ class EpilogueProbe(DeviceStub):
                 work_tile = tile_sched.get_current_work()
 
 
-def check(config: S.KernelConfig):
-    data = list(reference.generate_input(M, N, K, L, seed=13, device="cuda"))
+def probe_inputs(device):
+    """The probe's 7 inputs (reference.generate_input's list); C poisoned with NaN: every element must be written."""
+    data = list(reference.generate_input(M, N, K, L, seed=13, device=device))
     data[9].fill_(float("nan"))
+    return data
+
+
+def check(config: S.KernelConfig):
+    data = probe_inputs("cuda")
     run = cute.compile(EpilogueProbe(config), *S._fake_operands(), options="--enable-tvm-ffi")
     run(data[0], data[1], data[2], data[6], data[7], data[8], data[9])
     torch.cuda.synchronize()
+    return compare(config, data)
+
+
+def compare(config: S.KernelConfig, data):
+    """Problems found in the C the probe wrote (data[9]); [] when every element holds its row (or column)."""
+    device = data[9].device
     cta_m, cta_n = config.cta_tile_mn
-    rows = torch.arange(M, device="cuda").view(M, 1) % cta_m
-    cols = torch.arange(N, device="cuda").view(1, N) % cta_n
-    odd_tile = (torch.arange(M, device="cuda").view(M, 1) // cta_m + torch.arange(N, device="cuda").view(1, N) // cta_n) % 2
+    rows = torch.arange(M, device=device).view(M, 1) % cta_m
+    cols = torch.arange(N, device=device).view(1, N) % cta_n
+    odd_tile = (torch.arange(M, device=device).view(M, 1) // cta_m + torch.arange(N, device=device).view(1, N) // cta_n) % 2
     expected = torch.where(odd_tile == 1, cols, rows).to(torch.float16)
     got = data[9][:, :, 0]
     wrong = (got != expected) | got.isnan()

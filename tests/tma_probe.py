@@ -83,22 +83,43 @@ def chunks(t: torch.Tensor):
     return sorted(bytes(r.tolist()) for r in rows)
 
 
-def check(config: S.KernelConfig, checked):
+def stage_sizes(config: S.KernelConfig):
+    """Bytes of one stage per operand: 128 bytes of FP4 per row, 16 scale bytes per row (K tile 256)."""
+    cta_m, cta_n = config.cta_tile_mn
+    sfb_rows = -(-cta_n // 128) * 128  # SFB moves in whole 128-row atoms
+    return (cta_m * 128, cta_n * 128, cta_n * 128, cta_m * 16, sfb_rows * 16, sfb_rows * 16)
+
+
+def probe_kernel(config: S.KernelConfig, checked):
     kernel = TmaProbe(config)
     kernel.checked = checked
     plan = kernel.plan()
-    cta_m, cta_n = config.cta_tile_mn
-    sfb_rows = -(-cta_n // 128) * 128  # SFB moves in whole 128-row atoms
-    # bytes of one stage per operand: 128 bytes of FP4 per row, 16 scale bytes per row (K tile 256)
-    sizes = (cta_m * 128, cta_n * 128, cta_n * 128, cta_m * 16, sfb_rows * 16, sfb_rows * 16)
+    sizes = stage_sizes(config)
     assert sum(sizes) == plan["stage_bytes"], (sizes, plan["stage_bytes"])
     kernel.operand_stage_bytes = sizes
+    return kernel
 
-    data = list(reference.generate_input(M, N, K, L, seed=11, mode="strict", device="cuda"))
+
+def probe_inputs(device):
+    """The probe's 7 inputs (reference.generate_input's list); C zeroed, it receives the dumps."""
+    data = list(reference.generate_input(M, N, K, L, seed=11, mode="strict", device=device))
     data[9].zero_()
+    return data
+
+
+def check(config: S.KernelConfig, checked):
+    kernel = probe_kernel(config, checked)
+    data = probe_inputs("cuda")
     run = cute.compile(kernel, *S._fake_operands(), options="--enable-tvm-ffi")
     run(data[0], data[1], data[2], data[6], data[7], data[8], data[9])
     torch.cuda.synchronize()
+    return compare(config, checked, data)
+
+
+def compare(config: S.KernelConfig, checked, data):
+    """Problems found in the stage-0 dumps the probe left in C (data[9]); [] when every checked load is right."""
+    cta_m, cta_n = config.cta_tile_mn
+    sizes = stage_sizes(config)
     dump = data[9].permute(2, 0, 1).view(torch.uint8).reshape(-1)  # C's memory: (L, M, N) contiguous
 
     def expected(tile, k_tile):

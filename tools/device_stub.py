@@ -87,7 +87,12 @@ class DeviceStub(S.DualGemmKernel):
         S.SmemAllocator().allocate(self.shared_storage)
 
     def ring_and_loads(self, args: KernelArgs):
-        """The shared storage, then the kernel's own `_ring_and_loads` on it: (storage, ring, loads, k_tiles, tCgC)."""
+        """The shared storage, then the kernel's own `_ring_and_loads` on it: (storage, ring, loads, k_tiles, tCgC).
+        Under PDL (the config's launch attribute) every thread first waits for the previous grid, as the real kernel
+        does before its first global access (without it the stub would race the previous kernel: the emulator
+        reports that)."""
+        if cutlass.const_expr(getattr(self.config, "pdl", False)):
+            cute.arch.griddepcontrol_wait()
         storage = S.SmemAllocator().allocate(self.shared_storage)
         return (storage, *self._ring_and_loads(
             storage,

@@ -1,0 +1,116 @@
+"""The GPU probes tests/tma_probe.py and tests/epilogue_probe.py, run in the SM100 emulator (tools/emu_probes.py).
+
+Every result here is "emulated": the probes' own stub kernels (the kernel's `_ring_and_loads`, `_load_rows`, epilogue
+views and stores) compiled for sm_100a, launched by their real host code through the runtime stand-ins, run in emu/
+on the probes' own inputs (reference.generate_input on CPU), and judged by the probes' own `compare` functions.
+On SM100 the TMA probe checks all six loads (the H200 run could check only SFA, SFB1, SFB2).
+CPU only (needs cc and the DSL, no GPU); each config's first run compiles in a subprocess (~5 s), cached after.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tools import emu_probes as E  # noqa: E402
+
+TMA_IDS = ["m128n64", "m128n128"]
+EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]
+
+
+@pytest.mark.parametrize("fields", E.TMA_CONFIGS, ids=TMA_IDS)
+def test_tma_probe_emulated_all_six_loads(fields):
+    res = E.run_probe("tma", fields)
+    assert res.loads == ("A", "B1", "B2", "SFA", "SFB1", "SFB2")
+    assert res.status == "ok", res.line() + "\n" + res.message
+    assert res.stats["tma_bytes"] > 0
+
+
+def test_tma_probe_emulated_other_scheduler_seed():
+    res = E.run_probe("tma", E.TMA_CONFIGS[0], sched_seed=7)
+    assert res.status == "ok", res.line() + "\n" + res.message
+
+
+@pytest.mark.parametrize("variant", list(E.NEGATIVES))
+def test_tma_probe_emulated_negative_controls_are_rejected(variant):
+    """The kernel loading the previous k-tile, or another N tile's CTA dumping: the probe's check rejects exactly the
+    affected operands (all six for the k-tile; B1, B2, SFB1, SFB2 for the N tile, while A and SFA still pass)."""
+    res = E.run_probe("tma", E.TMA_CONFIGS[0], variant=variant)
+    ok, why = E.negative_verdict(res, variant)
+    assert ok, why + "\n" + res.message
+
+
+@pytest.mark.parametrize("fields", E.EPILOGUE_CONFIGS, ids=EPI_IDS)
+def test_epilogue_probe_emulated(fields):
+    res = E.run_probe("epilogue", fields)
+    assert res.status == "ok", res.line() + "\n" + res.message
+
+
+def test_epilogue_probe_emulated_negative_control_unwritten_c_is_rejected():
+    """Only some clusters run: the rest of C keeps its NaN poison and the probe's check must say so."""
+    res = E.run_probe("epilogue", E.EPILOGUE_CONFIGS[0], clusters=3)
+    assert res.status == "rejected" and "misplaced or unwritten" in res.message, res.message
+
+
+def test_pdl_launch_is_judged_and_the_stub_waits():
+    """The probes launch with PDL (the config's default): the stub waits (griddepcontrol.wait) before its global
+    accesses, as the kernel does, so the emulator's PDL rule passes (the kernel without its wait is a planted bug: emu/mutants.py)."""
+    fields = E.TMA_CONFIGS[0]
+    assert fields.get("pdl", True)
+    assert "griddepcontrol.wait" in (E.compile_artifacts("tma", dict(fields)) / "kernel.ptx").read_text()
+    assert E.run_probe("tma", fields).status == "ok"
+
+
+# ---------------------------------------------------------------- the cvt form the epilogue probe needs
+CVT_PTX = """.version 8.8
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+.reg .b32 %r<8>;
+.reg .b16 %rs<4>;
+.reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r2, [%rd3];
+    cvt.rn.f16.s32 %rs1, %r2;
+    cvt.u32.u16 %r3, %rs1;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+"""
+
+
+def _run_cvt(values):
+    from emu.machine import Machine
+    from emu.ptx import parse_module
+    from emu.state import GlobalMemory
+
+    gmem = GlobalMemory()
+    out = gmem.alloc_array(np.array(values + [0] * (32 - len(values)), np.int32).view(np.uint8))
+    launch = SimpleNamespace(grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), dynamic_smem=0,
+                             params=[struct.pack("<Q", out)], launch_attrs=[])
+    Machine(parse_module(CVT_PTX), launch, gmem).run()
+    return gmem.read(out, 4 * len(values)).view(np.uint32).astype(np.uint16).view(np.float16)
+
+
+def test_cvt_rn_f16_s32_rounds_to_nearest_even():
+    """PTX ISA 9.7.9.21 cvt.rn.f16.s32: nearest, ties to even (f16 spacing is 2 in [2048, 4096), 32 at 65504)."""
+    values = [0, 1, -1, 127, 2049, 2051, -2049, 2050, 65504, 65519, -65519]
+    want = [0, 1, -1, 127, 2048, 2052, -2048, 2050, 65504, 65504, -65504]
+    assert _run_cvt(values).tolist() == want
+
+
+def test_cvt_rn_f16_s32_beyond_f16_range_is_unsupported():
+    from emu.state import Unsupported
+
+    with pytest.raises(Unsupported, match="f16's finite range"):
+        _run_cvt([65520])
