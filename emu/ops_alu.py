@@ -316,7 +316,7 @@ class Setp:
 
 @family("cvt")
 class Cvt:
-    """cvt between integer widths, and cvt.rn.f16x2.f32 (PTX ISA 9.7.9.21)."""
+    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, and cvt.rn.f16x2.f32 (PTX ISA 9.7.9.21)."""
 
     @staticmethod
     def decode(ins):
@@ -325,6 +325,11 @@ class Cvt:
             return "f16x2"
         if len(parts) == 2 and parts[0] in _INT and parts[1] in _INT:
             return tuple(parts)
+        if len(parts) == 3 and parts[0] == "rn" and parts[1] in ("f16", "f32") and parts[2] in _INT \
+                and type_bits(parts[2]) <= 32:
+            # integer -> float (PTX ISA 9.7.9.21 "cvt": cvt.frnd.dtype.atype, an integer-to-float conversion takes a
+            # floating-point rounding modifier; .rn = round to nearest, ties to even)
+            return ("i2f",) + tuple(parts[1:])
         raise unsupported(ins)
 
     @staticmethod
@@ -336,6 +341,15 @@ class Cvt:
                 hi = _canon_nan(w.read(a, "f32", ex).astype(np.float16)).view(np.uint16).astype(np.uint32)
                 lo = _canon_nan(w.read(b, "f32", ex).astype(np.float16)).view(np.uint16).astype(np.uint32)
             w.write(d, (hi << np.uint32(16)) | lo, "b32", m)
+            return
+        if ins.info[0] == "i2f":
+            _, fty, ity = ins.info
+            d, a = ins.operands
+            # a <= 32-bit integer is exact in float64, so float64 -> f16/f32 is the single correctly rounded step
+            v = w.read(a, ity, ex).astype(np.float64)
+            if fty == "f16" and (np.abs(v[m]) >= 65520).any():  # past f16's range after rounding: not verified
+                raise unsupported(ins, "an integer beyond f16's finite range (overflow behaviour not modelled)")
+            w.write(d, v.astype(np.float16 if fty == "f16" else np.float32), fty, m)
             return
         dty, sty = ins.info
         d, a = ins.operands
