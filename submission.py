@@ -1,5 +1,5 @@
 #!POPCORN leaderboard nvfp4_dual_gemm
-#!POPCORN gpu B200
+#!POPCORN gpu NVIDIA
 """NVFP4 dual GEMM with fused SiLU-multiply for B200 (sm_100a), CuTe DSL.
 
     C = silu(A @ B1^T) * (A @ B2^T)      A: M x K, B1/B2: N x K in NVFP4 (e2m1 + one e4m3 scale per
@@ -14,7 +14,8 @@ extended to two B operands that share one A tile:
 Every departure from NVIDIA's structure is listed in MEMORY.md ("Departures").
 
 Host path: the kernel is compiled once per KernelConfig with dynamic M, N, K, L and called through
-TVM-FFI with the torch tensors themselves (FACTS.md section 5: ~5 us per call instead of ~45 us).
+TVM-FFI with the torch tensors themselves: ~6 us of host time per call, against 45-73 us for the pointer
+fallback used where apache-tvm-ffi is missing (measured on an H200, MEMORY.md "Dispatch").
 Nothing but compiled kernels is kept between calls.
 """
 
@@ -32,8 +33,19 @@ import cutlass.utils as utils
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as blockscaled_utils
 from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass._mlir.dialects import llvm
 from cutlass.cute.runtime import make_fake_compact_tensor
+from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+
+# The one version shim: nvidia-cutlass-dsl 4.8 moved the allocators to cutlass.memory and LayoutEnum to
+# cutlass.tensor_utils (the cutlass.utils names still work there but warn that they will be removed);
+# 4.3.5, the leaderboard's era, has only the cutlass.utils names. Same classes either way.
+try:
+    from cutlass.memory import SmemAllocator, TmemAllocator
+    from cutlass.tensor_utils import LayoutEnum
+except ImportError:
+    from cutlass.utils import LayoutEnum, SmemAllocator, TmemAllocator
 
 # B200 facts. Querying the device needs a GPU, and offline compiles have none.
 SM_COUNT = 148
@@ -104,6 +116,16 @@ class KernelConfig:
     epi_tile_n:  accumulator columns the epilogue moves per step (registers: 2 x epi_tile_n per thread).
     raster_along_m: persistent scheduler order.
     b_evict_first: TMA loads of B1/B2 carry the L2 evict-first hint (A keeps the default priority).
+    pdl:         programmatic dependent launch: the launch lets the next kernel in the queue start its prologue
+                 while this one runs; each CTA signals dependents at its start and waits (griddepcontrol.wait)
+                 before its first global-memory load (TMA warp) and store (epilogue warps), so a call still
+                 sees everything the previous one wrote. On by default: 1.04 us less per call over 50 back-to-back
+                 calls (measured, H200, tools/pdl_probe.py stand-in; MEMORY.md "PDL"). Off, the PTX is unchanged.
+    a_collector: per k-block the B1 MMA keeps A in the tensor core's A collector (tcgen05.mma
+                 .collector::a::fill) and the B2 MMA takes it from there (.collector::a::lastuse) instead of
+                 reading A from shared memory a second time; the two MMAs are issued by inline PTX
+                 (mma_pair_a_collector), since the DSL's sm_100 MMA atom has no collector option. Off, the MMAs
+                 are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. MEMORY.md "A collector".
     """
 
     mma_tile_mn: Tuple[int, int] = (128, 128)
@@ -111,6 +133,8 @@ class KernelConfig:
     epi_tile_n: int = 32
     raster_along_m: bool = True
     b_evict_first: bool = True
+    pdl: bool = True
+    a_collector: bool = False
 
     @property
     def use_2cta(self) -> bool:
@@ -125,14 +149,15 @@ class KernelConfig:
         return (
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
+            f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
         )
 
 
 # >>> config table (tools/tune.py --write rewrites this block)
 CONFIG_TABLE = {
-    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1)),
+    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True),
     (512, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
-    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1)),
+    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True),
     (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
 }
 # <<< config table
@@ -154,7 +179,10 @@ _TUNE_TILES = (
 TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, cluster in _TUNE_TILES) + tuple(
     KernelConfig(mma_tile_mn=tile, **variant)
     for tile in ((128, 64), (128, 128))
-    for variant in ({"epi_tile_n": 16}, {"b_evict_first": False}, {"raster_along_m": False})
+    for variant in ({"epi_tile_n": 16}, {"b_evict_first": False}, {"raster_along_m": False}, {"pdl": False})
+) + tuple(
+    KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, a_collector=True)
+    for tile, cluster in (((128, 64), (1, 1)), ((128, 128), (1, 1)), ((256, 64), (2, 1)), ((256, 128), (2, 1)))
 )
 
 
@@ -165,14 +193,18 @@ def default_config(m: int, n: int, k: int, l: int) -> KernelConfig:
     L2->SM bytes both do), so a wave of 128x64 CTA tiles costs about half a wave of 128x128 ones.
     N=64 wins when halving the tile does not double the number of waves (small M: 64 or 48 CTAs of
     128x128 leave most of the 148 SMs idle); on a tie N=128 wins for its better operand reuse. A 2-CTA
-    pair (MMA M=256, cluster 2x1) keeps the CTA tiles and halves the B bytes each CTA loads.
+    pair (MMA M=256, cluster 2x1) keeps the CTA tiles and halves the B bytes each CTA loads. With 64-wide N
+    tiles A stays in the MMA's A collector between the two products (a_collector): the model puts those tiles
+    shared-memory bound, and the same change measured a gain on B200 for the small-M shapes only (MEMORY.md
+    "A collector": where it did not, the DSL's own MMA path stays).
     """
     tiles_128 = (m // 128) * (n // 128) * l
     waves = lambda tiles: -(-tiles // SM_COUNT)  # noqa: E731
     tile_n = 128 if n % 128 == 0 and waves(tiles_128) <= waves(2 * tiles_128) / 2 else 64
+    a_collector = tile_n == 64
     if m % 256 == 0:
-        return KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1))
-    return KernelConfig(mma_tile_mn=(128, tile_n))
+        return KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1), a_collector=a_collector)
+    return KernelConfig(mma_tile_mn=(128, tile_n), a_collector=a_collector)
 
 
 def config_for(m: int, n: int, k: int, l: int) -> KernelConfig:
@@ -413,6 +445,7 @@ class DualGemmKernel:
             block=[self.THREADS_PER_CTA, 1, 1],
             cluster=(*self.cluster_shape_mn, 1),
             min_blocks_per_mp=1,
+            use_pdl=self.config.pdl,
         )
 
     def _setup_tiles(self, tiled_mma, tiled_mma_sfb):
@@ -512,6 +545,9 @@ class DualGemmKernel:
     ):
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
+        if cutlass.const_expr(self.config.pdl):
+            # The next kernel may start its prologue now: it waits for this grid before touching memory.
+            cute.arch.griddepcontrol_launch_dependents()
         tma_atoms = (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2)
         if warp_idx == self.TMA_WARP:
             for atom in tma_atoms:
@@ -522,7 +558,7 @@ class DualGemmKernel:
         is_leader_cta = bidx % cute.size(tiled_mma.thr_id.shape) == 0
 
         # ---- barriers: smem ring (TMA -> MMA), accumulators (MMA -> epilogue), tensor memory
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         num_tma_producer = self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
         ab_pipeline = pipeline.PipelineTmaUmma.create(
@@ -545,7 +581,7 @@ class DualGemmKernel:
             cta_layout_vmnk=cluster_layout_vmnk,
             defer_sync=True,
         )
-        tmem = utils.TmemAllocator(
+        tmem = TmemAllocator(
             _smem_field_ptr(storage.tmem_holding_buf),
             barrier_for_retrieve=self.tmem_alloc_barrier,
             allocator_warp_id=self.EPILOGUE_WARPS[0],
@@ -580,6 +616,8 @@ class DualGemmKernel:
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
+            if cutlass.const_expr(self.config.pdl):
+                cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
             while work_tile.is_valid_tile:
@@ -664,11 +702,17 @@ class DualGemmKernel:
                         for copy_s2t, src, dst in (s2t_sfa, s2t_sfb1, s2t_sfb2):
                             cute.copy(copy_s2t, src[stage], dst)
                         for kblock in cutlass.range(cute.size(tCrA, mode=[2]), unroll_full=True):
-                            kcoord = (None, None, kblock, ab_consumer_state.index)
-                            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
-                            for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):
-                                tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
-                                cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
+                            if cutlass.const_expr(self.config.a_collector):
+                                self._mma_pair_a_collector(
+                                    tiled_mma, storage, ab_consumer_state.index, kblock,
+                                    (tCtAcc1, tCtAcc2), tCtSFA, (tCtSFB1_mma, tCtSFB2_mma),
+                                )
+                            else:
+                                kcoord = (None, None, kblock, ab_consumer_state.index)
+                                tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+                                for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):
+                                    tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
+                                    cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                         ab_pipeline.consumer_release(ab_consumer_state)
                     ab_consumer_state.advance()
@@ -695,6 +739,8 @@ class DualGemmKernel:
             tTR_rAcc1 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
             tTR_rAcc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
             tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+            if cutlass.const_expr(self.config.pdl):
+                cute.arch.griddepcontrol_wait()  # no store to C before the previous kernel is done with it
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
@@ -720,6 +766,37 @@ class DualGemmKernel:
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
+
+    def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
+        """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
+
+        Builds what cute.gemm builds (the kernel's PTX with the knob off shows each): K-major SWIZZLE_128B
+        shared-memory descriptors (start address >> 4, LBO 16 B, SBO 1024 B = one 8-row x 128-byte atom,
+        version 1, layout 2), one k-block = 32 bytes further along each 128-byte row, one stage = the operand's
+        stage bytes further; the block-scaled instruction descriptor (E2M1 x E2M1, UE4M3 scales, N >> 3, M >> 4;
+        the scale addresses' byte fields are 0, so are the SF ids); enable-input-d = the atom's ACCUMULATE.
+        """
+        cta_m, _ = self.cta_tile_mn
+        b_rows = self.mma_tiler_mn[1] // (2 if self.use_2cta else 1)
+        a_stage_bytes = cta_m * K_TILE // 2
+        b_stage_bytes = b_rows * K_TILE // 2
+        kblock_bytes = MMA_INST_K // 2
+
+        def desc_lo(buffer, stage_bytes):
+            addr = buffer.data_ptr().toint() + stage * stage_bytes + kblock * kblock_bytes
+            return (addr >> 4) & 0x3FFF
+
+        idesc = (1 << 7) | (1 << 10) | ((self.mma_tiler_mn[1] >> 3) << 17) | ((self.mma_tiler_mn[0] >> 4) << 24)
+        mma_pair_a_collector(
+            [acc.iterator.toint() for acc in accs],
+            desc_lo(storage.sA, a_stage_bytes),
+            [desc_lo(buffer, b_stage_bytes) for buffer in (storage.sB1, storage.sB2)],
+            idesc,
+            tCtSFA[(None, None, kblock)].iterator.toint(),
+            [sfb[(None, None, kblock)].iterator.toint() for sfb in tCtSFBs],
+            tiled_mma.get(tcgen05.Field.ACCUMULATE),
+            2 if self.use_2cta else 1,
+        )
 
     def _ring_and_loads(
         self,
@@ -863,7 +940,7 @@ class DualGemmKernel:
         """Tensor-memory load atom and the matching per-thread views of the accumulators and of C."""
         copy_atom_t2r = sm100_utils.get_tmem_load_op(
             (*self.cta_tile_mn, K_TILE),
-            utils.LayoutEnum.ROW_MAJOR,
+            LayoutEnum.ROW_MAJOR,
             C_DTYPE,
             ACC_DTYPE,
             self.epi_tile,
@@ -895,7 +972,7 @@ def scale_view(atoms_ptr: cute.Pointer, operand_shape, dtype=SF_DTYPE) -> cute.T
     """The scales of an (rows, K, L) operand as a (rows, K, L) tensor over the permuted 512-byte atoms.
 
     Coordinate (i, kk, b) reads the scale of row i and K block kk // 16: NVIDIA's tile_atom_to_shape_SF
-    layout (stride 0 within a block), which is the [32, 4, rest_mn, 4, rest_k, L] atom order of FACTS §1.
+    layout (stride 0 within a block), which is the [32, 4, rest_mn, 4, rest_k, L] atom order of docs/leaderboard.md §1.
     """
     return cute.make_tensor(
         cute.recast_ptr(atoms_ptr, dtype=dtype),
@@ -908,6 +985,59 @@ def _smem_field_ptr(field):
     return getattr(field, "ptr", field)
 
 
+@dsl_user_op
+def ex2_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """2^a by one ex2.approx.ftz.f32, as an opaque instruction: what the DSL's cute.arch.exp2 emits (deprecated
+    since 4.3). Its named replacement, cute.math.exp2(fastmath=True), lets the compiler reorder the epilogue
+    around it (different PTX under both DSL versions), so the kernel keeps the instruction itself."""
+    return cutlass.Float32(
+        llvm.inline_asm(
+            T.f32(),
+            [cutlass.Float32(a).ir_value(loc=loc, ip=ip)],
+            "ex2.approx.ftz.f32 $0, $1;",
+            "=f,f",
+            has_side_effects=True,
+            is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT,
+        )
+    )
+
+
+# tcgen05 shared-memory descriptor bits above the start address: LBO 16 B (1 << 16), SBO 1024 B (64 << 32), version
+# 1 (bit 46), layout 2 = SWIZZLE_128B (bits 61-63): what the DSL ORs onto every A/B descriptor of this kernel.
+SMEM_DESC_SW128_KMAJOR = 0x4000404000010000
+
+
+@dsl_user_op
+def mma_pair_a_collector(d_tmem, a_lo, b_lo, idesc, sfa_tmem, sfb_tmem, accumulate, cta_group, *, loc=None, ip=None):
+    """tcgen05.mma D1 = A x B1 with .collector::a::fill, then D2 = A x B2 with .collector::a::lastuse: the second
+    MMA takes A from the collector the first one filled, not from shared memory. One elected thread issues both
+    (the DSL's cute.gemm elects one the same way). d_tmem, b_lo, sfb_tmem: (for B1, for B2); a_lo, b_lo: the low
+    14 bits of the descriptors (start address >> 4); idesc: the instruction descriptor (a constant)."""
+    ops = [cutlass.Int32(x).ir_value(loc=loc, ip=ip) for x in (*d_tmem, a_lo, *b_lo, sfa_tmem, *sfb_tmem)]
+    ops.append(cutlass.Int32(accumulate).ir_value(loc=loc, ip=ip))
+    mma = f"tcgen05.mma.cta_group::{cta_group}.kind::mxf4nvf4.block_scale.scale_vec::4X"
+    llvm.inline_asm(
+        None,
+        ops,
+        "{\n"
+        ".reg .pred e, p;\n.reg .b32 t, id;\n.reg .b64 ad, bd1, bd2;\n"
+        "elect.sync t|e, -1;\n"
+        "setp.ne.b32 p, $8, 0;\n"
+        f"mov.b32 id, {idesc};\n"
+        f"cvt.u64.u32 ad, $2;\nor.b64 ad, ad, {SMEM_DESC_SW128_KMAJOR};\n"
+        f"cvt.u64.u32 bd1, $3;\nor.b64 bd1, bd1, {SMEM_DESC_SW128_KMAJOR};\n"
+        f"cvt.u64.u32 bd2, $4;\nor.b64 bd2, bd2, {SMEM_DESC_SW128_KMAJOR};\n"
+        f"@e {mma}.collector::a::fill [$0], ad, bd1, id, [$5], [$6], p;\n"
+        f"@e {mma}.collector::a::lastuse [$1], ad, bd2, id, [$5], [$7], p;\n"
+        "}",
+        "r,r,r,r,r,r,r,r,r",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
 @cute.jit
 def silu_mul_(x: cute.Tensor, y: cute.Tensor):
     """x <- silu(x) * y = x * y / (1 + 2^(-x log2 e)), elementwise on register fragments.
@@ -917,7 +1047,7 @@ def silu_mul_(x: cute.Tensor, y: cute.Tensor):
     """
     for i in cutlass.range_constexpr(cute.size(x)):
         xi = x[i]
-        x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + cute.arch.exp2(xi * -LOG2_E))
+        x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
 
 
 # ---------------------------------------------------------------------- host dispatch
@@ -1080,6 +1210,29 @@ def custom_kernel(data: input_t) -> output_t:
         # TVM-FFI checks dtype, device, rank, divisibility, strides and alignment in C++ on every call.
         launch(a, b1, b2, sfa, sfb1, sfb2, c)
     except Exception:
-        check_inputs(data)  # name the broken constraint in the package's words where it is one we know
+        # Name the broken constraint in the package's words where it is one we know: one ValueError, not a
+        # chained duplicate of the one the first call's check already raised.
+        try:
+            check_inputs(data)
+        except ValueError as why:
+            raise why from None
         raise
     return c
+
+
+if __name__ == "__main__":
+    import os
+
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _checks = [  # (script, arguments, what it checks); a script missing from this checkout is not listed
+        ("test_correctness.py", "", "correctness: every test shape, both input generators (on a B200; elsewhere "
+                                    "the offline checks: sm_100a compile and the reference)"),
+        ("tools/emulate.py", " --shape M,N,K", "the compiled kernel run in a CPU emulator of SM100 (no GPU needed)"),
+        ("test_benchmark.py", "", "the leaderboard's timing method on the benchmark shapes (on a B200)"),
+        ("tools/preflight.py", "", "sm_100a compile of every config: registers, spills, the leaderboard's rules"),
+    ]
+    print("submission.py is the nvfp4_dual_gemm kernel: the leaderboard imports it and calls custom_kernel(data); "
+          "run by itself it does nothing. To check it, from the repository root:")
+    for _script, _args, _what in _checks:
+        if os.path.exists(os.path.join(_here, _script)):
+            print(f"  .venv/bin/python {_script + _args:<32} {_what}")

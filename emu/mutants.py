@@ -40,6 +40,8 @@ class Mutant:
 C1 = "m128n64_c1x1_e32"
 C2 = "m256n64_c2x1_e32"
 C2_128 = "m256n128_c2x1_e32"
+C_AC = "m128n64_c1x1_e32_ac"
+C2_AC = "m256n64_c2x1_e32_ac"
 
 MUTANTS = (
     Mutant("expect_tx_short", "wrong expect-tx bytes",
@@ -76,6 +78,12 @@ MUTANTS = (
     Mutant("pdl_no_wait_before_loads", "global memory touched before griddepcontrol.wait under PDL",
            "                cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible\n",
            "                pass\n", C1, (128, 256, 512, 1)),
+    Mutant("collector_not_filled", "A collector used without a fill (collector::a::fill missing)",
+           'f"@e {mma}.collector::a::fill [$0], ad, bd1, id, [$5], [$6], p;\\n"',
+           'f"@e {mma}.collector::a::discard [$0], ad, bd1, id, [$5], [$6], p;\\n"', C_AC, (128, 256, 512, 1)),
+    Mutant("collector_lastuse_first", "A collector: lastuse on the B1 MMA (no fill before it)",
+           'f"@e {mma}.collector::a::fill [$0], ad, bd1, id, [$5], [$6], p;\\n"',
+           'f"@e {mma}.collector::a::lastuse [$0], ad, bd1, id, [$5], [$6], p;\\n"', C2_AC, (256, 256, 512, 1)),
     Mutant("accumulate_not_reset", "accumulator not cleared between tiles",
            "                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)\n", "", C1, (128, 512, 512, 1), sm_count=2),
 )

@@ -14,7 +14,7 @@ import numpy as np
 from . import tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp
-from .mbarrier import check_remote_use
+from .mbarrier import check_remote_use, note_signal
 from .ops_memory import lane_addresses, mbarrier_at
 from .ptx import Vec
 from .simt import WARP, to_bits
@@ -109,6 +109,7 @@ class BulkTensorLoad:
                         raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
                                      f"which holds no initialised mbarrier")
                     check_remote_use(peer_bar, w, ins.opcode)
+                    note_signal(peer_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
@@ -160,11 +161,15 @@ class Tcgen05:
             kind = next((m.split("::")[1] for m in mods if m.startswith("kind::")), None)
             if kind != "mxf4nvf4" or "block_scale" not in mods:
                 raise unsupported(ins, f"kind {kind}")
-            known = {f"cta_group::{n}", "kind::mxf4nvf4", "block_scale", "block16", "scale_vec::4X",
-                     "collector::a::discard"}
+            collectors = {f"collector::a::{op}" for op in tcgen05.A_COLLECTOR_OPS}
+            known = {f"cta_group::{n}", "kind::mxf4nvf4", "block_scale", "block16", "scale_vec::4X"} | collectors
             if mods - known:
                 raise unsupported(ins, "modifiers " + ", ".join(sorted(mods - known)))
-            return ("mma", n, 16)
+            usage = sorted(mods & collectors)
+            if len(usage) > 1:
+                raise unsupported(ins, "more than one .collector::a qualifier")
+            # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
+            return ("mma", n, 16, usage[0].split("::")[2] if usage else "discard")
         if op == "cp":
             if mods - {f"cta_group::{n}", "32x128b", "warpx4"} or "32x128b" not in mods or "warpx4" not in mods:
                 raise unsupported(ins)
@@ -263,7 +268,7 @@ def _issuing_queue(w):
 
 
 def _tc_mma(ex, w, ins, mask):
-    _, n, block = ins.info
+    _, n, block, collector = ins.info
     d_op, a_op, b_op, i_op, sfa_op, sfb_op, en_op = ins.operands[:7]
     if len(ins.operands) != 7:
         raise unsupported(ins, "disable-output-lane / extra operands")
@@ -280,8 +285,10 @@ def _tc_mma(ex, w, ins, mask):
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
-                                     kind="mxf4nvf4", block=block)
+                                     kind="mxf4nvf4", block=block, collector=collector)
             ex.stats["mma"] += 1
+            if collector in ("use", "lastuse"):
+                ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1
 
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line))
     return None
@@ -323,6 +330,7 @@ def _tc_commit(ex, w, ins, mask):
 
         for _, bar in bars:
             check_remote_use(bar, w, ins.opcode)
+            note_signal(bar, w, ex.clock)
 
         def run(bars=bars):
             for tcta, bar in bars:

@@ -110,6 +110,9 @@ class Cta:
     tmem_allocs: list = field(default_factory=list)
     relinquished: bool = False
     mbarriers: dict = field(default_factory=dict)  # shared offset -> emu.mbarrier.Mbarrier
+    # The tensor core's A collector of this CTA (tcgen05.mma .collector::a::*): the A operand codes a
+    # .collector::a::fill MMA kept, or None when empty (emu.tcgen05.mma_block_scaled, module docstring Q6).
+    a_collector: object = None
 
     @property
     def peer(self) -> "Cta":
@@ -141,7 +144,12 @@ class SharedAddressing:
             raise Hazard(f"shared::cta access at {addr:#x} names CTA rank {rank}; the executing CTA is rank {cta.rank}")
         if rank >= len(cta.cluster.ctas):
             raise Hazard(f"shared::cluster address {addr:#x} names CTA rank {rank}, cluster has {len(cta.cluster.ctas)}")
-        return cta.cluster.ctas[rank], addr & SHARED_OFFSET_MASK
+        target = cta.cluster.ctas[rank]
+        if all(w.done for w in getattr(target, "warps", ())) and getattr(target, "warps", None):
+            # An exited CTA's shared memory is gone: distributed shared memory is valid only while the
+            # target CTA runs (PTX ISA 5.1.7 / CUDA programming guide, "Distributed Shared Memory").
+            raise Hazard(f"access to shared memory of CTA rank {rank} after that CTA exited")
+        return target, addr & SHARED_OFFSET_MASK
 
 
 def smem_read(cta: Cta, offset: int, nbytes: int) -> np.ndarray:

@@ -79,6 +79,20 @@ Q5 N=64. The MMA reads N/32 = 2 SFB columns. A 128-row SFB atom spans 4 columns;
    its half by an address offset of 2 columns in sfb_taddr (gau-nernst v2: `scale_B1_tmem + sfb_offset`,
    sfb_offset = (bid_n % 2) * 2), not by sf_id (which must be 0 for 4X). The SFB address must be 2-column
    (8-byte) aligned (gau-nernst's source comment; not in the ISA text we could read) -> Hazard otherwise.
+
+Q6 The A collector (.collector::a::{fill, use, lastuse, discard}). PTX ISA 9.7.16.10.9.1 tcgen05.mma (anchor
+   #tcgen05-mma-instructions-mma; 9.7.17/9.7.18.10.10 in newer renumbered ISAs), the optional .collector_usage
+   qualifier for matrix A: ::fill reads A from memory (through a-desc) and fills the collector buffer with it;
+   ::use reads A from the collector buffer, which needs an earlier fill still valid; ::lastuse reads A from the
+   collector buffer and lets its contents be discarded afterwards; ::discard (the default when no qualifier is
+   given) lets the collector's contents be discarded. The same four operations, in this order of encoding
+   (DISCARD 0, LASTUSE 1, FILL 2, USE 3), are LLVM's Tcgen05CollectorUsageOp (llvm/IR/NVVMIntrinsicUtils.h).
+   Emulated: each CTA has one A collector (Cta.a_collector). fill = read A from shared memory through a-desc,
+   use it and keep it in the collector of every CTA of the group (cta_group::2: each CTA its own 128 rows);
+   use = A comes from the collector (a-desc is not read), which stays filled; lastuse = A from the collector,
+   which is empty afterwards; discard = read shared memory, collector empty afterwards. A use/lastuse with an
+   empty collector is a Hazard (no valid fill). Since a collected A is the data of the fill, shared memory
+   rewritten between fill and use is not seen (as on the hardware).
 """
 from __future__ import annotations
 
@@ -332,8 +346,12 @@ def _check_group(group: list) -> None:
         raise Hazard(f"cta_group::2 needs [even CTA, its peer]; got ranks {even.rank}, {odd.rank}")
 
 
+A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
+
+
 def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
-                     sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16) -> None:
+                     sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16,
+                     collector: str = "discard") -> None:
     """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
     D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
 
@@ -347,9 +365,13 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     rounded result (float64 holds the 64-term sum exactly unless the terms span more than ~45 binary
     orders of magnitude), so comparisons against hardware need a tolerance.
 
+    collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+
     Open question (ISA silent): how a hardware NaN/inf scale or a 0x80-0xFF (negative) UE4M3 byte behaves.
     We decode scale bytes as signed e4m3fn (poison 0xFF -> NaN, which then propagates).
     """
+    if collector not in A_COLLECTOR_OPS:
+        raise Unsupported(f"tcgen05.mma .collector::a::{collector}")
     if kind != "mxf4nvf4":
         raise Unsupported(f"tcgen05.mma kind::{kind}: only kind::mxf4nvf4 is implemented")
     if block != 16:
@@ -391,9 +413,20 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
         b_vals = -b_vals
 
     results = []
+    collected = []
     for cta in group:
         _check_allocated(cta, d_col, d.n, "tcgen05.mma D")
-        a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
+        if collector in ("use", "lastuse"):
+            a_codes = cta.a_collector
+            if a_codes is None:
+                raise Hazard(f"tcgen05.mma .collector::a::{collector} in CTA {cta.ctaid}: the A collector is empty (no "
+                             ".collector::a::fill since its last lastuse/discard; PTX ISA tcgen05.mma .collector_usage)")
+            if a_codes.shape != (128, K):
+                raise Hazard(f"tcgen05.mma .collector::a::{collector}: the collector holds a {a_codes.shape} A, "
+                             f"this MMA needs (128, {K})")
+        else:
+            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
+        collected.append(a_codes if collector in ("fill", "use") else None)
         a_vals = E2M1_TABLE[a_codes]
         if d.negate_a:
             a_vals = -a_vals
@@ -410,8 +443,9 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
                                  f"{cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
                 acc = acc + old.view(np.float32).astype(np.float64)
         results.append(fp32_to_bits(round_to_fp32(acc)))
-    for cta, bits in zip(group, results):  # write after all reads (a 2-CTA MMA is one instruction)
+    for cta, bits, keep in zip(group, results, collected):  # write after all reads (a 2-CTA MMA is one instruction)
         cta.tmem[:, d_col:d_col + d.n] = bits
+        cta.a_collector = keep
 
 
 def _smem(cta: Cta, addr: int, nbytes: int) -> np.ndarray:

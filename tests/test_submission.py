@@ -107,6 +107,15 @@ def test_default_config_pairs_ctas_only_where_m_allows():
     assert S.default_config(384, 4096, 7168, 1) == S.KernelConfig(mma_tile_mn=(128, 128))
 
 
+def test_a_collector_only_on_64_wide_tiles():
+    """Where the same change measured a B200 gain (small M, N=64 tiles; MEMORY.md "A collector")."""
+    assert S.default_config(256, 4096, 7168, 1) == S.KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1),
+                                                                   a_collector=True)
+    assert S.default_config(128, 192, 256, 1).a_collector
+    assert not S.default_config(512, 4096, 7168, 1).a_collector
+    assert [S.CONFIG_TABLE[s].a_collector for s in sorted(S.CONFIG_TABLE)] == [True, True, False, False]
+
+
 @pytest.mark.parametrize("cfg", S.TUNE_SPACE, ids=lambda c: c.name)
 def test_plan_fits_sm100_and_stages_are_maximal(cfg):
     plan = S.DualGemmKernel(cfg).plan()
