@@ -135,46 +135,57 @@ def cache_root() -> Path:
     return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache")
 
 
-def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
-                      variant: str = "tvm_ffi") -> Path:
-    """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
-    src = Path(submission_path).read_bytes()
-    fields = _config_fields(config)
-    key = hashlib.sha256(json.dumps([hashlib.sha256(src).hexdigest(), str(Path(submission_path).resolve()),
-                                     sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
-                                     _installed_dsl() if dsl == "default" else dsl,
-                                     hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]).encode()).hexdigest()[:24]
-    out = cache_root() / key
-    if (out / "meta.json").exists():
+def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag: str, env: dict | None = None,
+                   done_file: str = "meta.json") -> Path:
+    """Run a compile worker script (a fresh process per compile: the DSL keeps global state) once per key.
+
+    The worker gets the job as JSON (with "out": its output folder) and must write `done_file` there. Output lands
+    in cache_root()/subdir/<key>; a concurrent run that finished first wins."""
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True, default=repr).encode()).hexdigest()[:24]
+    root = cache_root() / subdir if subdir else cache_root()
+    out = root / key
+    if (out / done_file).exists():
         return out
-    cache_root().mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=key + ".tmp.", dir=cache_root()))
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=key + ".tmp.", dir=root))
     (tmp / "dump").mkdir()
-    job = {"submission": str(Path(submission_path).resolve()), "config": {k: list(v) if isinstance(v, tuple) else v
-                                                                          for k, v in fields.items()},
-           "sm_count": sm_count, "out": str(tmp), "variant": variant}
-    (tmp / "job.json").write_text(json.dumps(job))
-    env = _dsl_env(dsl)
-    env.update(CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp / "dump"),
-               CUTE_DSL_DISABLE_FILE_CACHING="1")
-    if dsl == "4.3.5":  # 4.3.5 knows only the per-artifact switches
-        env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
-        env.pop("CUTE_DSL_KEEP")
-        # 4.3.5 builds a JIT engine whose runtime library is linked against libcuda.so.1; on a machine without
-        # a driver a placeholder (no GPU functionality: every entry point fails) lets it load. Never run here.
-        env["LD_LIBRARY_PATH"] = f"{_placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
-    # Run as a script (not `-m emu.launch`): the worker must not import the emulator package.
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(tmp / "job.json")], cwd=str(REPO),
+    (tmp / "job.json").write_text(json.dumps({**job, "out": str(tmp)}))
+    env = dict(env if env is not None else os.environ)
+    env.setdefault("CUTE_DSL_ARCH", "sm_100a")
+    env.update(CUTE_DSL_DUMP_DIR=str(tmp / "dump"), CUTE_DSL_DISABLE_FILE_CACHING="1")
+    if "CUTE_DSL_KEEP_PTX" not in env:
+        env.setdefault("CUTE_DSL_KEEP", "ptx,cubin")
+    p = subprocess.run([sys.executable, str(Path(worker).resolve()), worker_flag, str(tmp / "job.json")], cwd=str(REPO),
                        env=env, capture_output=True, text=True, timeout=900)
-    if p.returncode or not (tmp / "meta.json").exists():
+    if p.returncode or not (tmp / done_file).exists():
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"compile worker failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
-    out.parent.mkdir(parents=True, exist_ok=True)
+        raise RuntimeError(f"compile worker {Path(worker).name} failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
     try:
         os.replace(tmp, out)
     except OSError:  # another process won the race: use its copy
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
+                      variant: str = "tvm_ffi") -> Path:
+    """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
+    src = Path(submission_path).read_bytes()
+    fields = _config_fields(config)
+    key = [hashlib.sha256(src).hexdigest(), str(Path(submission_path).resolve()),
+           sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
+           installed_dsl() if dsl == "default" else dsl, hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
+    job = {"submission": str(Path(submission_path).resolve()), "sm_count": sm_count, "variant": variant,
+           "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
+    env = _dsl_env(dsl)
+    if dsl == "4.3.5":  # 4.3.5 knows only the per-artifact switches
+        env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
+        env.pop("CUTE_DSL_KEEP", None)
+        # 4.3.5 builds a JIT engine whose runtime library is linked against libcuda.so.1; on a machine without
+        # a driver a placeholder (no GPU functionality: every entry point fails) lets it load. Never run here.
+        env["LD_LIBRARY_PATH"] = f"{_placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+    # Run as a script (not `-m emu.launch`): the worker must not import the emulator package.
+    return cached_compile("", key, job, Path(__file__), "--worker", env)
 
 
 def _placeholder_libcuda() -> Path:
@@ -193,7 +204,8 @@ def _placeholder_libcuda() -> Path:
     return d
 
 
-def _installed_dsl() -> str:
+def installed_dsl() -> str:
+    """The installed nvidia-cutlass-dsl (metadata only: importing it would pick one version for the process)."""
     import importlib.metadata
 
     try:
@@ -225,7 +237,7 @@ def _worker(job_path: str) -> None:
         mod.SM_COUNT = int(job["sm_count"])
     cfg = mod.KernelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["config"].items()})
     t1 = time.time()
-    meta = {"dsl_version": _dsl_version(), "config": cfg.name, "import_s": round(t1 - t0, 2)}
+    meta = {"dsl_version": dsl_version(), "config": cfg.name, "import_s": round(t1 - t0, 2)}
     driver_missing = None
     compiled = None
     try:  # 4.3.5 runs a cuInit(0) check before building its JIT engine; with no driver that check fails after
@@ -268,7 +280,8 @@ def _worker(job_path: str) -> None:
     (out / "meta.json").write_text(json.dumps(meta))
 
 
-def _dsl_version() -> str:
+def dsl_version() -> str:
+    """The imported CuTe DSL's version (in a compile worker: the one its PYTHONPATH selected)."""
     import importlib.metadata
 
     try:

@@ -32,6 +32,8 @@ import argparse
 import ctypes
 import dataclasses
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -119,53 +121,20 @@ def find_example(env_var: str = "NVIDIA_BLOCKSCALED_EXAMPLE") -> tuple[Path | No
 
 
 # ============================================================================ compile (worker subprocess)
-def _cache_root() -> Path:
-    return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache") / "calibrate"
-
-
-def _dsl_version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("nvidia-cutlass-dsl")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def compile_artifacts(example: Path, cfg: CalConfig) -> Path:
     """Directory with kernel.ptx, kernel.o (export_to_c object), emu_cal.h, meta.json; cached."""
+    from emu.launch import cached_compile, installed_dsl
+
     example = Path(example).resolve()
-    key = hashlib.sha256(json.dumps({
-        "example": hashlib.sha256(example.read_bytes()).hexdigest(), "dsl": _dsl_version(),
-        "cfg": [cfg.mma_tiler_mn, cfg.cluster_shape_mn, cfg.max_active_clusters, cfg.c_dtype],
-        "worker": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-    }, sort_keys=True, default=list).encode()).hexdigest()[:20]
-    out = _cache_root() / key
-    if (out / "meta.json").exists() and (out / "kernel.o").exists():
-        return out
-    _cache_root().mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=str(_cache_root())))
-    (tmp / "dump").mkdir()
-    (tmp / "job.json").write_text(json.dumps({"example": str(example), "out": str(tmp),
-                                              "cfg": dataclasses.asdict(cfg)}))
-    env = dict(os.environ)
-    env.update({"CUTE_DSL_ARCH": "sm_100a", "CUTE_DSL_KEEP_PTX": "1", "CUTE_DSL_DUMP_DIR": str(tmp / "dump"),
-                "CUTE_DSL_DISABLE_FILE_CACHING": "1"})
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--compile-worker", str(tmp / "job.json")],
-                       cwd=str(REPO), env=env, capture_output=True, text=True, timeout=900)
-    if p.returncode or not (tmp / "meta.json").exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"compile worker failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(tmp, out)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    key = {"example": hashlib.sha256(example.read_bytes()).hexdigest(), "dsl": installed_dsl(),
+           "cfg": [cfg.mma_tiler_mn, cfg.cluster_shape_mn, cfg.max_active_clusters, cfg.c_dtype],
+           "worker": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
+    env = dict(os.environ, CUTE_DSL_KEEP_PTX="1")
+    return cached_compile("calibrate", key, {"example": str(example), "cfg": dataclasses.asdict(cfg)},
+                          Path(__file__), "--compile-worker", env)
 
 
 def _compile_worker(job_path: str) -> None:
-    import importlib.util
 
     # sys.path[0] is tools/: nothing there may shadow a package the DSL imports
     here = Path(__file__).resolve().parent
@@ -198,7 +167,7 @@ def _compile_worker(job_path: str) -> None:
     compiled.export_to_c(str(out), EXPORT_PREFIX)
     os.replace(out / f"{EXPORT_PREFIX}.o", out / "kernel.o")  # emu.launch.build_library links <art>/kernel.o
     (out / "meta.json").write_text(json.dumps({
-        "dsl_version": str(getattr(cutlass, "__version__", "") or _dsl_version()),
+        "dsl_version": str(getattr(cutlass, "__version__", "") or importlib.metadata.version("nvidia-cutlass-dsl")),
         "import_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2), "ptx_file": ptxs[0].name,
         "example_sha256": hashlib.sha256(example.read_bytes()).hexdigest()}))
 

@@ -37,13 +37,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,53 +86,20 @@ def probe_module(probe: str):
 
 
 # ============================================================================ compile (worker subprocess)
-def _cache_root() -> Path:
-    return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache") / "probes"
-
-
-def _dsl_version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("nvidia-cutlass-dsl")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def compile_artifacts(probe: str, config_fields: dict, checked=ALL_LOADS, overrides: dict | None = None) -> Path:
     """Directory with kernel.ptx, kernel.o (export_to_c of the probe's TVM-FFI function) and meta.json; cached
     per (probe file, device_stub, submission, this file, DSL, config, checked loads, overrides)."""
+    _prepare_import()
+    from emu.launch import EXPORT_NAME, cached_compile, installed_dsl  # call_host calls __tvm_ffi_<EXPORT_NAME>
+
     overrides = overrides or {}
     sources = [PROBE_FILES[probe], REPO / "tools" / "device_stub.py", REPO / "submission.py", Path(__file__)]
-    key = hashlib.sha256(json.dumps({
-        "sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources], "dsl": _dsl_version(),
-        "probe": probe, "config": sorted((k, repr(v)) for k, v in config_fields.items()),
-        "checked": list(checked), "overrides": sorted((k, repr(v)) for k, v in overrides.items()),
-    }).encode()).hexdigest()[:24]
-    out = _cache_root() / key
-    if (out / "meta.json").exists() and (out / "kernel.o").exists():
-        return out
-    _cache_root().mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=str(_cache_root())))
-    (tmp / "dump").mkdir()
-    _prepare_import()
-    from emu.launch import EXPORT_NAME  # the name emu.launch.call_host calls (__tvm_ffi_<name>)
-
-    (tmp / "job.json").write_text(json.dumps({"probe": probe, "config": config_fields, "checked": list(checked),
-                                              "overrides": overrides, "out": str(tmp), "export": EXPORT_NAME}))
-    env = dict(os.environ)
-    env.update(CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp / "dump"),
-               CUTE_DSL_DISABLE_FILE_CACHING="1")
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--compile-worker", str(tmp / "job.json")],
-                       cwd=str(REPO), env=env, capture_output=True, text=True, timeout=900)
-    if p.returncode or not (tmp / "meta.json").exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"probe compile worker failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
-    try:
-        os.replace(tmp, out)
-    except OSError:  # another process won the race: use its copy
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources], "dsl": installed_dsl(),
+           "probe": probe, "config": sorted((k, repr(v)) for k, v in config_fields.items()),
+           "checked": list(checked), "overrides": sorted((k, repr(v)) for k, v in overrides.items())}
+    job = {"probe": probe, "config": config_fields, "checked": list(checked), "overrides": overrides,
+           "export": EXPORT_NAME}
+    return cached_compile("probes", key, job, Path(__file__), "--compile-worker")
 
 
 def _compile_worker(job_path: str) -> None:
@@ -164,7 +130,7 @@ def _compile_worker(job_path: str) -> None:
     shutil.copy(ptxs[0], out / "kernel.ptx")
     compiled.export_to_c(str(out / "kernel.o"), job["export"])
     (out / "meta.json").write_text(json.dumps({
-        "dsl_version": str(getattr(cutlass, "__version__", "") or _dsl_version()), "config": config.name,
+        "dsl_version": str(getattr(cutlass, "__version__", "") or importlib.metadata.version("nvidia-cutlass-dsl")), "config": config.name,
         "import_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2)}))
 
 
