@@ -382,42 +382,32 @@ class Cvta:
         w.write(d, ex.convert_address(v, space, to), ty, m)
 
 
-@family("ex2")
-class Ex2:
-    """ex2.approx.ftz.f32: 2^a, max relative error 2^-22 on the normal range (PTX ISA 9.7.3.20)."""
+def _special_function(forms: tuple, fn):
+    """One-operand f32 special functions (MUFU): the value computed in float64 and rounded once, with .ftz
+    flushing subnormal inputs and results, and the canonical NaN the GPU returns."""
 
-    @staticmethod
-    def decode(ins):
-        if ins.opcode not in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
-            raise unsupported(ins)
-        return "ftz" in ins.parts
+    class Fam:
+        @staticmethod
+        def decode(ins):
+            if ins.opcode not in forms:
+                raise unsupported(ins)
+            return "ftz" in ins.parts
 
-    @staticmethod
-    def execute(ex, w, ins, m):
-        d, a = ins.operands
-        x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            r = np.exp2(x.astype(np.float64)).astype(np.float32)
-        w.write(d, _canon_nan(_ftz(r) if ins.info else r), "f32", m)
+        @staticmethod
+        def execute(ex, w, ins, m):
+            d, a = ins.operands
+            x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
+            with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+                r = fn(x.astype(np.float64)).astype(np.float32)
+            w.write(d, _canon_nan(_ftz(r) if ins.info else r), "f32", m)
+
+    return Fam
 
 
-@family("rcp")
-class Rcp:
-    """rcp.approx{.ftz}.f32: 1/a, max relative error 2^-23 (PTX ISA 9.7.3.15); rcp.rn exact."""
-
-    @staticmethod
-    def decode(ins):
-        if ins.opcode not in ("rcp.approx.ftz.f32", "rcp.approx.f32", "rcp.rn.f32"):
-            raise unsupported(ins)
-        return "ftz" in ins.parts
-
-    @staticmethod
-    def execute(ex, w, ins, m):
-        d, a = ins.operands
-        x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
-        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            r = (1.0 / x.astype(np.float64)).astype(np.float32)
-        w.write(d, _canon_nan(_ftz(r) if ins.info else r), "f32", m)
+# ex2.approx{.ftz}.f32: 2^a, max relative error 2^-22 on the normal range (PTX ISA 9.7.3.20)
+family("ex2")(_special_function(("ex2.approx.ftz.f32", "ex2.approx.f32"), np.exp2))
+# rcp.approx{.ftz}.f32: 1/a, max relative error 2^-23 (PTX ISA 9.7.3.15); rcp.rn.f32 is the exact reciprocal
+family("rcp")(_special_function(("rcp.approx.ftz.f32", "rcp.approx.f32", "rcp.rn.f32"), lambda x: 1.0 / x))
 
 
 _CANONICAL_NAN = {np.dtype(np.float32): np.uint32(0x7FFFFFFF).view(np.float32),

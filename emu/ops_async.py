@@ -15,9 +15,9 @@ from . import tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp
 from .mbarrier import check_remote_use, note_signal
-from .ops_memory import lane_addresses, mbarrier_at
+from .ops_memory import lane_addresses
 from .ptx import Vec
-from .simt import WARP, to_bits
+from .simt import to_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write
 
 
@@ -193,39 +193,47 @@ class Tcgen05:
         return _TC[op](ex, w, ins, mask)
 
 
+def _pair_rendezvous(w, ins, mask, kind: str, payload: tuple):
+    """tcgen05.alloc/dealloc .cta_group::2: one warp of each CTA of the pair issues it (PTX ISA 9.7.16.7.1).
+    The first warp blocks; the second gets the first's payload back and releases it. None: blocked."""
+    group = _group(w.cta, 2)
+    attr = f"{kind}_rendezvous"
+    rv = getattr(group[0], attr, None)
+    if rv is None:
+        rv = _Rendezvous(kind)
+        setattr(group[0], attr, rv)
+    others = [x for x in rv.waiting if x[0].cta is not w.cta]
+    if not others:
+        rv.waiting.append((w, mask.copy(), payload))
+        w.blocked_on = rv
+        return None
+    peer_w, peer_mask, peer_payload = others[0]
+    rv.waiting.remove(others[0])
+    peer_w.blocked_on = None
+    peer_w.pc[peer_mask] += 1
+    w.cta.cluster.progress += 1
+    return peer_w, peer_payload
+
+
 def _tc_alloc(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
     n = ins.info[1]
-    dst = lane_addresses(ex, w, ins.operands[0], 32)
+    dst = int(lane_addresses(ex, w, ins.operands[0], 32)[_lane(mask)[0]])
     ncols = int(w.read(ins.operands[1], "u32", ex)[0])
-    group = _group(w.cta, n)
+    dsts = [(w.cta, dst)]
     if n == 2:
-        rv = getattr(group[0], "alloc_rendezvous", None)
-        if rv is None:
-            rv = group[0].alloc_rendezvous = _Rendezvous("alloc")
-        others = [x for x in rv.waiting if x[0].cta is not w.cta]
-        if not others:
-            rv.waiting.append((w, mask.copy(), int(dst[_lane(mask)[0]]), ncols))
-            w.blocked_on = rv
+        met = _pair_rendezvous(w, ins, mask, "alloc", (dst, ncols))
+        if met is None:
             return BLOCK
-        peer_w, peer_mask, peer_dst, peer_cols = others[0]
-        rv.waiting.remove(others[0])
+        peer_w, (peer_dst, peer_cols) = met
         if peer_cols != ncols:
             raise Hazard(f"{ins.opcode}: the pair's warps ask for {ncols} and {peer_cols} columns")
-        _do_alloc(ex, ins, group, [(w.cta, int(dst[_lane(mask)[0]])), (peer_w.cta, peer_dst)], ncols)
-        peer_w.blocked_on = None
-        peer_w.pc[peer_mask] += 1
-        w.cta.cluster.progress += 1
-        return None
-    _do_alloc(ex, ins, group, [(w.cta, int(dst[_lane(mask)[0]]))], ncols)
-    return None
-
-
-def _do_alloc(ex, ins, group, dsts, ncols):
-    taddr = tcgen05.tmem_alloc(group, ncols)
-    for cta, addr in dsts:
+        dsts.append((peer_w.cta, peer_dst))
+    taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
+    for cta, addr in dsts:  # the column address goes to each issuing CTA's shared memory
         owner, off = SharedAddressing.resolve(cta, addr, False)
         smem_write(owner, off, np.array([taddr], np.uint32).view(np.uint8))
+    return None
 
 
 def _tc_dealloc(ex, w, ins, mask):
@@ -233,27 +241,15 @@ def _tc_dealloc(ex, w, ins, mask):
     n = ins.info[1]
     taddr = int(w.read(ins.operands[0], "u32", ex)[_lane(mask)[0]])
     ncols = int(w.read(ins.operands[1], "u32", ex)[0])
-    group = _group(w.cta, n)
     if n == 2:
-        rv = getattr(group[0], "dealloc_rendezvous", None)
-        if rv is None:
-            rv = group[0].dealloc_rendezvous = _Rendezvous("dealloc")
-        others = [x for x in rv.waiting if x[0].cta is not w.cta]
-        if not others:
-            rv.waiting.append((w, mask.copy(), taddr, ncols))
-            w.blocked_on = rv
+        met = _pair_rendezvous(w, ins, mask, "dealloc", (taddr, ncols))
+        if met is None:
             return BLOCK
-        peer_w, peer_mask, peer_taddr, peer_cols = others[0]
-        rv.waiting.remove(others[0])
-        if (peer_taddr, peer_cols) != (taddr, ncols):
+        _, peer = met
+        if peer != (taddr, ncols):
             raise Hazard(f"{ins.opcode}: the pair's warps free different tensor memory ({taddr:#x}/{ncols} vs "
-                         f"{peer_taddr:#x}/{peer_cols})")
-        tcgen05.tmem_dealloc(group, taddr, ncols)
-        peer_w.blocked_on = None
-        peer_w.pc[peer_mask] += 1
-        w.cta.cluster.progress += 1
-        return None
-    tcgen05.tmem_dealloc(group, taddr, ncols)
+                         f"{peer[0]:#x}/{peer[1]})")
+    tcgen05.tmem_dealloc(_group(w.cta, n), taddr, ncols)
     return None
 
 

@@ -193,6 +193,33 @@ def swizzle_offsets(offsets: np.ndarray, swizzle: int) -> np.ndarray:
     return offsets ^ (((offsets >> 7) & mask) << 4)
 
 
+def _box_rows(tmap: TensorMap) -> tuple[int, int]:
+    """(rows, pitch): box rows (one per outer-coordinate tuple) and the shared-memory bytes between rows (the
+    inner box bytes, or the swizzle span with swizzle)."""
+    rows = 1
+    for c in tmap.box_counts[1:]:
+        rows *= c
+    return rows, (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
+
+
+def _row_coords(tmap: TensorMap, coords: list[int], r: int) -> list[int]:
+    """The outer coordinates (dimension 1 fastest) of box row r, with the traversal strides."""
+    idx, rem = [], r
+    for c in tmap.box_counts[1:]:
+        idx.append(rem % c)
+        rem //= c
+    return [coords[d + 1] + idx[d] * tmap.elem_strides[d + 1] for d in range(len(idx))]
+
+
+def _swizzled_index(smem_addr: int, total: int, swizzle: int) -> np.ndarray:
+    """Index k of the unswizzled image -> index of its byte in the swizzled image (same address range)."""
+    addrs = smem_addr + np.arange(total, dtype=np.int64)
+    dest = swizzle_offsets(addrs, swizzle) - smem_addr
+    if dest.min() < 0 or dest.max() >= total:
+        raise Unsupported(f"a swizzled box of {total} bytes at {smem_addr:#x} would scatter outside its own range")
+    return dest
+
+
 def tile_writes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int) -> tuple[np.ndarray, np.ndarray]:
     """(data, written): the shared-memory image of one tile-mode load starting at smem_addr (index k = shared
     address smem_addr + k) and a bool mask of the bytes the load writes.
@@ -206,10 +233,7 @@ def tile_writes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int)
     counts = tmap.box_counts
     esize = tmap.elem_bits / 8
     inner_bytes = tmap.inner_box_bytes
-    pitch = tmap.swizzle_bytes if tmap.swizzle else inner_bytes
-    rows = 1
-    for c in counts[1:]:
-        rows *= c
+    rows, pitch = _box_rows(tmap)
     out = np.zeros(rows * pitch, np.uint8)
     written = np.zeros(rows * pitch, bool)
     if tmap.oob_nan:
@@ -219,13 +243,8 @@ def tile_writes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int)
 
     c0 = coords[0] + np.arange(counts[0]) * tmap.elem_strides[0]
     in0 = (c0 >= 0) & (c0 < tmap.dims[0])
-    outer_shape = counts[1:]
     for r in range(rows):
-        idx, rem = [], r
-        for c in outer_shape:  # r -> outer indices, dimension 1 fastest
-            idx.append(rem % c)
-            rem //= c
-        cs = [coords[d + 1] + idx[d] * tmap.elem_strides[d + 1] for d in range(len(idx))]
+        cs = _row_coords(tmap, coords, r)
         written[r * pitch:r * pitch + inner_bytes] = True
         row = out[r * pitch:r * pitch + inner_bytes]
         if any(c < 0 or c >= tmap.dims[d + 1] for d, c in enumerate(cs)) or not in0.any():
@@ -247,10 +266,7 @@ def tile_writes(tmap: TensorMap, coords: list[int], read_global, smem_addr: int)
             row[j * eb:(j + 1) * eb] = read_global(base + int(c0[j]) * eb, eb)
     if tmap.swizzle == 0:
         return out, written
-    addrs = smem_addr + np.arange(out.size, dtype=np.int64)
-    dest = swizzle_offsets(addrs, tmap.swizzle) - smem_addr
-    if dest.min() < 0 or dest.max() >= out.size:
-        raise Unsupported(f"a swizzled box of {out.size} bytes at {smem_addr:#x} would scatter outside its own range")
+    dest = _swizzled_index(smem_addr, out.size, tmap.swizzle)
     res = np.empty_like(out)
     res[dest] = out
     wres = np.empty_like(written)
@@ -315,21 +331,13 @@ def tile_store(tmap: TensorMap, coords: list[int], smem_image: np.ndarray, smem_
         raise Unsupported(f"a tensor store through a map with traversal strides {tmap.elem_strides}")
     counts = tmap.box_counts
     esize = tmap.elem_bits / 8
-    inner_bytes = tmap.inner_box_bytes
-    pitch = tmap.swizzle_bytes if tmap.swizzle else inner_bytes
-    rows = 1
-    for c in counts[1:]:
-        rows *= c
+    rows, pitch = _box_rows(tmap)
     total = rows * pitch
     smem_image = np.asarray(smem_image, np.uint8)
     if smem_image.size < total:
         raise Hazard(f"tensor store: {smem_image.size} shared bytes given for a box of {total}")
     if tmap.swizzle:
-        addrs = smem_addr + np.arange(total, dtype=np.int64)
-        src = swizzle_offsets(addrs, tmap.swizzle) - smem_addr
-        if src.min() < 0 or src.max() >= total:
-            raise Unsupported(f"a swizzled box of {total} bytes at {smem_addr:#x} would gather outside its own range")
-        image = smem_image[src]
+        image = smem_image[_swizzled_index(smem_addr, total, tmap.swizzle)]
     else:
         image = smem_image[:total]
     lo = max(coords[0], 0)
@@ -338,11 +346,7 @@ def tile_store(tmap: TensorMap, coords: list[int], smem_image: np.ndarray, smem_
     if hi <= lo:
         return 0
     for r in range(rows):
-        idx, rem = [], r
-        for c in counts[1:]:
-            idx.append(rem % c)
-            rem //= c
-        cs = [coords[d + 1] + idx[d] for d in range(len(idx))]
+        cs = _row_coords(tmap, coords, r)  # element strides are 1 here (checked above)
         if any(c < 0 or c >= tmap.dims[d + 1] for d, c in enumerate(cs)):
             continue
         base = tmap.address + sum(c * s for c, s in zip(cs, tmap.strides))
