@@ -188,13 +188,13 @@ def _compare(reference, sub, config, data, gmem, addresses, machine, m, n, l, al
             written[row // tm, col // tn, b] = True
         rows = []
         for i, j, b in zip(*np.nonzero(written)):
-            rows.append((slice(i * tm, (i + 1) * tm), slice(j * tn, (j + 1) * tn), b))
+            rows.append((slice(int(i) * tm, (int(i) + 1) * tm), slice(int(j) * tn, (int(j) + 1) * tn), int(b)))
         if not rows:
             return "mismatch", "the emulated clusters wrote no element of C", 0
         checked = 0
         for rs, cs, b in rows:
             ok, msg = _check(out[rs, cs, b], _reference_tile(reference, data, rs, cs, b))
-            checked += (rs.stop - rs.start) * (cs.stop - cs.start)
+            checked += int((rs.stop - rs.start) * (cs.stop - cs.start))
             if not ok:
                 return "mismatch", f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}", checked
         return "match", f"{len(rows)} tiles", checked

@@ -116,3 +116,16 @@ def test_dsl_435_compile_matches(name, shape):
     res = emulate(*shape, config_name=name, mode="strict", sched_seed=9, dsl="4.3.5")
     assert res.launch["dsl_version"] == "4.3.5"
     assert res.status == "match", res.summary() + "\n" + res.message
+
+
+def test_sweep_runs_the_real_test_shapes(tmp_path):
+    """tools/emu_sweep.py: one config on every test shape of task.yml (real M, N, K; one cluster each)."""
+    out = tmp_path / "sweep.json"
+    proc = subprocess.run([sys.executable, "tools/emu_sweep.py", "--configs", "m128n64_c1x1_e32", "--modes", "strict",
+                           "--clusters", "1", "--json", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import json
+
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 9 and all(r["status"] == "match" for r in rows)  # the 10 tests hold 9 distinct shapes
+    assert "emulated sweep: 9 of 9 runs match" in proc.stdout

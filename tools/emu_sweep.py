@@ -59,7 +59,7 @@ def main(argv=None) -> int:
                 t0 = time.time()
                 res = emulate(*shape, config_name=cfg.name, mode=mode, sched_seed=args.seed,
                               submission=args.submission, clusters=args.clusters)
-                line = f"{'PASS' if res.status == 'match' else 'FAIL'}  emulated  {res.summary()}"
+                line = f"{'PASS' if res.status == 'match' else 'FAIL'}  {res.summary()}"
                 print(line, flush=True)
                 if res.status != "match":
                     failed += 1
