@@ -1226,7 +1226,7 @@ if __name__ == "__main__":
     _here = os.path.dirname(os.path.abspath(__file__))
     _checks = [  # (script, arguments, what it checks); a script missing from this checkout is not listed
         ("test_correctness.py", "", "correctness: every test shape, both input generators (on a B200; elsewhere "
-                                    "the offline checks: sm_100a compile and the reference)"),
+                                    "the sm_100a compile, the reference and the kernel in the emulator)"),
         ("tools/emulate.py", " --shape M,N,K", "the compiled kernel run in a CPU emulator of SM100 (no GPU needed)"),
         ("test_benchmark.py", "", "the leaderboard's timing method on the benchmark shapes (on a B200)"),
         ("tools/preflight.py", "", "sm_100a compile of every config: registers, spills, the leaderboard's rules"),

@@ -80,7 +80,7 @@ class Machine:
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
-        # 9.7.13.? "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
+        # "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
         self.pdl = any(aid == PDL_LAUNCH_ATTRIBUTE and int.from_bytes(val[:4], "little") != 0
                        for aid, val in getattr(launch, "launch_attrs", []))
         for g, c in zip(self.grid, self.cluster_dims):
@@ -209,7 +209,7 @@ class Machine:
             from . import tma
 
             if addr % 64:
-                raise Hazard(f"tensor map at {addr:#x} is not 64-byte aligned (PTX ISA 5.5.?: .align 64)")
+                raise Hazard(f"tensor map at {addr:#x} is not 64-byte aligned (the tensor-map parameter is declared .align 64; CUDA driver API cuTensorMapEncodeTiled: 64-byte aligned)")
             tm = cache[addr] = tma.decode_tensor_map(self.gmem.read(addr, 128).tobytes())
         return tm
 

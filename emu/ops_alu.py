@@ -288,7 +288,7 @@ _CMP = {
 
 @family("setp")
 class Setp:
-    """setp.CmpOp[.BoolOp].type p[|q], a, b[, c] (PTX ISA 9.7.8.?/9.7.3.?)."""
+    """setp.CmpOp[.BoolOp].type p[|q], a, b[, c] (PTX ISA "setp", integer and floating-point comparison sections)."""
 
     @staticmethod
     def decode(ins):

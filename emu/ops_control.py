@@ -1,4 +1,4 @@
-"""Control flow, warp collectives and barriers (PTX ISA 9.7.12, 9.7.13.1–9.7.13.2, 9.7.8.?)."""
+"""Control flow, warp collectives and barriers (PTX ISA: "bra", "ret", "exit", "bar/barrier", "barrier.cluster", "elect.sync", "shfl.sync", "fence", "griddepcontrol")."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,7 +58,7 @@ class Exit:
 
 @family("elect")
 class Elect:
-    """elect.sync d|p, membermask: one leader among the executing member lanes (PTX ISA 9.7.12.?).
+    """elect.sync d|p, membermask: one leader among the executing member lanes (PTX ISA "elect.sync").
     Which lane leads is not specified: the emulator draws it from the seed."""
 
     @staticmethod
@@ -79,7 +79,7 @@ class Elect:
 
 @family("shfl")
 class Shfl:
-    """shfl.sync.{idx,up,down,bfly}.b32 d, a, b, c, membermask (PTX ISA 9.7.8.?)."""
+    """shfl.sync.{idx,up,down,bfly}.b32 d, a, b, c, membermask (PTX ISA "shfl.sync")."""
 
     @staticmethod
     def decode(ins):
@@ -266,7 +266,7 @@ class Prefetch:
 
 @family("griddepcontrol")
 class GridDepControl:
-    """griddepcontrol.wait / launch_dependents (PTX ISA 9.7.13.? "griddepcontrol"). The emulator runs one
+    """griddepcontrol.wait / launch_dependents (PTX ISA "griddepcontrol"). The emulator runs one
     kernel, so the prerequisite grid has always completed and dependents have nothing to start; what it
     checks is the rule that makes programmatic dependent launch safe: under such a launch no thread
     touches global memory before its griddepcontrol.wait (Machine.check_global_access)."""
