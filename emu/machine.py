@@ -310,10 +310,7 @@ class Machine:
                 mask = lanes & (~g if ins.guard[1] else g)
             self.stats["warp_instructions"] += 1
             w.instructions += 1
-            if not mask.any():
-                if ins.base == "bra":
-                    w.pc[lanes] += 1
-                    continue
+            if not mask.any():  # every lane's guard is false: the instruction is skipped
                 w.pc[lanes] += 1
                 continue
             try:

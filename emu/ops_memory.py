@@ -211,6 +211,5 @@ class MbarrierOps:
         w.write(p_op, done, "pred", mask)
         if not done[mask].any():
             w.sleep_key = (last, last.version)
-            w.sleep_what = (last, int(parity[lanes[0]]))
             return SLEEP
         return None
