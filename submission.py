@@ -1121,6 +1121,7 @@ def _pointer_launcher(kernel: DualGemmKernel):
         ptrs = [make_ptr(dt, t.data_ptr(), gmem, assumed_align=16) for dt, t in zip(dtypes, (a, b1, b2, sfa, sfb1, sfb2, c))]
         compiled(*ptrs, m, n, a.shape[1] * 2, l)
 
+    launch.compiled = compiled  # the compiled host function itself (the emulator exports and runs it)
     return launch
 
 

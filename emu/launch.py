@@ -251,8 +251,8 @@ def _worker(job_path: str) -> None:
     try:
         if job["variant"] == "tvm_ffi":
             compiled = mod.compile_config(cfg, tvm_ffi=True)
-        else:  # the pointer entry (launch_from_pointers): only its PTX is used, to compare device code
-            mod.compile_config(cfg, tvm_ffi=False)
+        else:  # the pointer fallback custom_kernel uses without apache-tvm-ffi
+            compiled = mod.compile_config(cfg, tvm_ffi=False).compiled
     except Exception as e:  # noqa: BLE001
         chain, c = [], e
         while c is not None:
@@ -270,11 +270,18 @@ def _worker(job_path: str) -> None:
     cubins = [c for c in sorted((out / "dump").glob("*.cubin")) if not c.name.endswith(".ptxas.cubin")]
     if cubins:
         shutil.copy(cubins[0], out / "kernel.cubin")
+    if compiled is None:
+        raise RuntimeError(f"the DSL raised {driver_missing} before returning the compiled function: "
+                           "no host object to export")
     if job["variant"] == "tvm_ffi":
-        if compiled is None:
-            raise RuntimeError(f"the DSL raised {driver_missing} before returning the compiled function: "
-                               "no host object to export")
         compiled.export_to_c(str(out / "kernel.o"), EXPORT_NAME)
+    else:  # plain C ABI: <prefix>.h and <prefix>.o
+        if not hasattr(compiled, "export_to_c"):
+            raise RuntimeError(f"nvidia-cutlass-dsl {meta['dsl_version']} cannot export a non-TVM-FFI compiled function "
+                               f"({type(compiled).__name__} has no export_to_c): the pointer fallback's launch cannot "
+                               "be captured under this DSL version")
+        compiled.export_to_c(str(out), C_ABI_PREFIX)
+        os.replace(out / f"{C_ABI_PREFIX}.o", out / "kernel.o")
     meta["driver_missing"] = driver_missing
     meta["total_s"] = round(time.time() - t0, 2)
     (out / "meta.json").write_text(json.dumps(meta))
@@ -441,6 +448,57 @@ def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str)
             "cubin": cubin, "log": log}
 
 
+C_ABI_PREFIX = "emu_c"  # export_to_c prefix of the plain C ABI exports (pointer entries)
+
+
+def call_host_c_abi(art: Path, ptx: str, prefix: str, args: list) -> dict:
+    """Call a host function exported with the plain C ABI of export_to_c (header <prefix>.h, object kernel.o).
+
+    The header defines the convention: `_mlir_<p>_cuda_init(void **)` takes {cudaLibrary_t **, cudaError_t *},
+    `_mlir_<p>_cuda_load_to_device(void **)` takes {cudaLibrary_t **, int32 *device, cudaError_t *}, and the entry
+    `_mlir_<p>__mlir_ciface_...(void **args, int32 num_args)` takes pointers to each argument, then the queue
+    handle if the function takes one (passed as the default queue) and an int32 return slot. `args`: (name in the
+    header, ctypes value) pairs in the header's order.
+    Returns what the runtime stand-ins saw (recorded_launch)."""
+    header = (art / f"{prefix}.h").read_text()
+    m_entry = re.search(r"void\s+(_mlir_%s__mlir_ciface_\w+)\(void \*\*args, int32_t num_args\)" % prefix, header)
+    m_args = re.search(r"void \*args\[(\d+)\] = \{\s*(.*?)\s*\};", header, re.S)
+    if not m_entry or not m_args:
+        raise RuntimeError(f"cannot find the host entry / argument list in {art / (prefix + '.h')}")
+    names = [a.strip().lstrip("&") for a in m_args.group(2).split(",") if a.strip()]
+    want = [name for name, _ in args]
+    tail = names[len(want):]
+    if names[:len(want)] != want or len(tail) not in (1, 2) or tail[-1] != "ret":
+        raise RuntimeError(f"unexpected host argument list {names} (expected {want}, [queue,] ret)")
+    lib, kernel_name, params = open_host_library(art, ptx)
+    storage = ctypes.c_void_p(0)
+    library_ptr = ctypes.c_void_p(ctypes.addressof(storage))
+    ret = ctypes.c_int32(0)
+    device_id = ctypes.c_int32(0)
+    for fn_name, packed in ((f"_mlir_{prefix}_cuda_init", (library_ptr, ret)),
+                            (f"_mlir_{prefix}_cuda_load_to_device", (library_ptr, device_id, ret))):
+        fn = getattr(lib, fn_name)
+        fn.restype, fn.argtypes = None, [ctypes.c_void_p]
+        arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
+        fn(ctypes.addressof(arr))
+        if ret.value:
+            raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
+    vals = [v for _, v in args] + [ctypes.c_void_p(0)] * (len(tail) - 1) + [ctypes.c_int32(0)]  # queue, return slot
+    arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+    entry = getattr(lib, m_entry.group(1))
+    entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
+    entry(ctypes.addressof(arr), len(vals))
+    return recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry")
+
+
+def call_host_pointers(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
+    """The submission's pointer fallback (DualGemmKernel.launch_from_pointers: 7 pointers and M, N, K, L), the path
+    custom_kernel takes where apache-tvm-ffi is missing."""
+    args = [(f"{name}_ptr", ctypes.c_void_p(int(addresses[name]))) for name in OPERANDS]
+    args += [(dim, ctypes.c_int32(v)) for dim, v in zip("mnkl", (m, n, k, l))]
+    return call_host_c_abi(art, ptx, C_ABI_PREFIX, args)
+
+
 def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
     """Call the exported TVM-FFI host function once with DLTensors at `addresses`; return what the stubs saw."""
     lib, kernel_name, params = open_host_library(art, ptx)
@@ -465,7 +523,8 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
 
 
 def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
-                   addresses: dict[str, int], sm_count: int | None = None, dsl: str = "default") -> CapturedLaunch:
+                   addresses: dict[str, int], sm_count: int | None = None, dsl: str = "default",
+                   host_path: str = "tvm_ffi") -> CapturedLaunch:
     """The launch submission_path's host code makes for config on an (m, n, k, l) problem whose 7 tensors
     live at `addresses` ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c": emulator global addresses)."""
     import time
@@ -474,11 +533,13 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
     if missing:
         raise ValueError(f"addresses lacks {missing}")
     t0 = time.time()
-    art = compile_artifacts(submission_path, config, sm_count, dsl)
+    if host_path not in ("tvm_ffi", "pointer"):
+        raise ValueError(f"host_path must be 'tvm_ffi' or 'pointer', got {host_path!r}")
+    art = compile_artifacts(submission_path, config, sm_count, dsl, variant=host_path)
     t1 = time.time()
     ptx = (art / "kernel.ptx").read_text()
     meta = json.loads((art / "meta.json").read_text())
-    rec = call_host(art, ptx, m, n, k, l, addresses)
+    rec = (call_host if host_path == "tvm_ffi" else call_host_pointers)(art, ptx, m, n, k, l, addresses)
     t2 = time.time()
     return CapturedLaunch(
         ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],

@@ -50,6 +50,8 @@ class EmulationResult:
     def summary(self) -> str:
         m, n, k, l = self.shape
         dsl = f" (DSL {self.launch['dsl_version']})" if self.launch.get("dsl_version") else ""
+        if self.launch.get("host_path") == "pointer":
+            dsl = dsl[:-1] + ", pointer fallback)" if dsl else " (pointer fallback)"
         return (f"emulated {self.status.upper()}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
                 f"{self.clusters_run}/{self.clusters_total} clusters, {self.checked_elements} elements checked, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
@@ -109,7 +111,7 @@ def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
 def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
-            max_quantum: int = 24, dsl: str = "default") -> EmulationResult:
+            max_quantum: int = 24, dsl: str = "default", host_path: str = "tvm_ffi") -> EmulationResult:
     t0 = time.time()
     sub = load_submission(submission)
     import reference
@@ -131,9 +133,10 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
-    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl)
+    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
+                         host_path=host_path)
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
-                  "dsl_version": cap.dsl_version, "params": len(cap.params)}
+                  "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path}
     run = execute(cap, gmem, sched_seed, clusters, progress, max_quantum)
     res.status, res.message, res.clusters_run, res.clusters_total = run.status, run.message, run.clusters_run, run.clusters_total
     if run.machine is not None:

@@ -129,3 +129,12 @@ def test_sweep_runs_the_real_test_shapes(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 9 and all(r["status"] == "match" for r in rows)  # the 10 tests hold 9 distinct shapes
     assert "emulated sweep: 9 of 9 runs match" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac", "m128n128_c1x1_e32"])
+def test_pointer_fallback_launch_matches(name):
+    """custom_kernel's launcher where apache-tvm-ffi is missing (launch_from_pointers): its own device code
+    (C's parameter differs from the TVM-FFI compile) and its own host code, captured and emulated."""
+    res = emulate(256, 256, 512, 1, config_name=name, mode="strict", sched_seed=10, host_path="pointer")
+    assert res.launch["host_path"] == "pointer" and res.launch["params"] == 25
+    assert res.status == "match", res.summary() + "\n" + res.message

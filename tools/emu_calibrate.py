@@ -36,7 +36,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -174,58 +173,19 @@ def _compile_worker(job_path: str) -> None:
 
 # ============================================================================ launch capture
 def capture(art: Path, addresses: dict, shape: tuple):
-    """Call the exported host entry (plain C ABI of export_to_c) once; return an emu.launch.CapturedLaunch.
-
-    export_to_c's header (emu_cal.h) defines the calling convention: `_mlir_<p>_cuda_init(void **)` takes
-    {cudaLibrary_t **, cudaError_t *}, `_mlir_<p>_cuda_load_to_device(void **)` takes {cudaLibrary_t **, int32 *
-    device, cudaError_t *} (the header's <p>_Kernel_Module_Load), and the entry `_mlir_<p>__mlir_ciface_...(void
-    **args, int32 num_args)` takes pointers to a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, the four int32 problem
-    sizes, the stream and an int32 return slot (the header's cute_dsl_<p>_wrapper).
-    """
-    from emu.launch import CapturedLaunch, open_host_library, read_log, recorded_launch
-
-    header = (art / f"{EXPORT_PREFIX}.h").read_text()
-    m_entry = re.search(r"void\s+(_mlir_%s__mlir_ciface_\w+)\(void \*\*args, int32_t num_args\)" % EXPORT_PREFIX,
-                        header)
-    m_args = re.search(r"void \*args\[(\d+)\] = \{\s*(.*?)\s*\};", header, re.S)
-    if not m_entry or not m_args:
-        raise RuntimeError(f"cannot find the host entry / argument list in {art / (EXPORT_PREFIX + '.h')}")
-    arg_names = [a.strip().lstrip("&") for a in m_args.group(2).split(",") if a.strip()]
-    want = ["a_ptr", "b_ptr", "sfa_ptr", "sfb_ptr", "c_ptr", "problem_mnkl[0]", "problem_mnkl[1]",
-            "problem_mnkl[2]", "problem_mnkl[3]", "stream", "ret"]
-    if arg_names != want:
-        raise RuntimeError(f"unexpected host argument list {arg_names} (expected {want})")
+    """Call the example's exported host entry (plain C ABI of export_to_c: a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
+    the four int32 problem sizes, its queue argument) once; return an emu.launch.CapturedLaunch."""
+    from emu.launch import CapturedLaunch, call_host_c_abi
 
     ptx = (art / "kernel.ptx").read_text()
-    lib, kernel_name, params = open_host_library(art, ptx)
-
-    # <p>_Kernel_Module_Load
-    storage = ctypes.c_void_p(0)
-    library_ptr = ctypes.c_void_p(ctypes.addressof(storage))
-    ret = ctypes.c_int32(0)
-    device_id = ctypes.c_int32(0)
-    for fn_name, packed in ((f"_mlir_{EXPORT_PREFIX}_cuda_init", (library_ptr, ret)),
-                            (f"_mlir_{EXPORT_PREFIX}_cuda_load_to_device", (library_ptr, device_id, ret))):
-        fn = getattr(lib, fn_name)
-        fn.restype, fn.argtypes = None, [ctypes.c_void_p]
-        arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
-        fn(ctypes.addressof(arr))
-        if ret.value:
-            raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
-
-    m, n, k, l = shape
-    vals = [ctypes.c_void_p(int(addresses[x])) for x in ("a", "b", "sfa", "sfb", "c")]
-    vals += [ctypes.c_int32(v) for v in (m, n, k, l)] + [ctypes.c_void_p(0), ctypes.c_int32(0)]
-    arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-    entry = getattr(lib, m_entry.group(1))
-    entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
-    entry(ctypes.addressof(arr), len(vals))
-    rec = recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry")
+    args = [(f"{x}_ptr", ctypes.c_void_p(int(addresses[x]))) for x in ("a", "b", "sfa", "sfb", "c")]
+    args += [(f"problem_mnkl[{i}]", ctypes.c_int32(v)) for i, v in enumerate(shape)]
+    rec = call_host_c_abi(art, ptx, EXPORT_PREFIX, args)
     meta = json.loads((art / "meta.json").read_text())
     return CapturedLaunch(
         ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],
         dynamic_smem=rec["dynamic_smem"], params=rec["blobs"], dsl_version=meta["dsl_version"],
-        param_names=[p[0] for p in params], param_decls=[p[3] for p in params], cubin=rec["cubin"],
+        param_names=[p[0] for p in rec["params"]], param_decls=[p[3] for p in rec["params"]], cubin=rec["cubin"],
         launch_attrs=rec["attrs"], runtime_log=rec["log"], artifact_dir=str(art), timings={"worker": meta})
 
 

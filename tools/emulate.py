@@ -48,6 +48,9 @@ def main(argv=None) -> int:
                     help="compile with this SM count (fewer SMs: every CTA runs several tiles)")
     ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
                     help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
+    ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default="tvm_ffi",
+                    help="the launcher custom_kernel uses with apache-tvm-ffi (default) or its pointer fallback "
+                         "(what runs where apache-tvm-ffi is missing)")
     ap.add_argument("--json", default=None, help="write the result here")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
@@ -63,7 +66,7 @@ def main(argv=None) -> int:
 
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
-                  progress=progress, input_seed=args.input_seed, dsl=args.dsl)
+                  progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path)
     print(res.summary())
     if res.status != "match":
         print(res.message)
