@@ -430,3 +430,53 @@ def _ftz(x: np.ndarray) -> np.ndarray:
     tiny = np.abs(x) < np.float32(1.1754944e-38)
     x[tiny] = np.copysign(np.float32(0), x[tiny])
     return x
+
+
+@family("div")
+class Div:
+    """div.{s,u}{32,64} (PTX ISA 9.7.1.6 "Integer Arithmetic Instructions: div": the quotient truncated toward
+    zero; "Division by zero yields an unspecified, machine-specific value" -> Hazard here) and
+    div.{approx,full,rn}{.ftz}.f32 (PTX ISA 9.7.3.8 "Floating Point Instructions: div": .approx is a fast
+    approximation computed as a * (1/b), max 2 ulp error for |b| in [2^-126, 2^126]; for 2^126 < |b| < 2^128
+    it returns 0, or NaN when a is infinite; .full max 2 ulp; .rn IEEE round-to-nearest). Emulated as the
+    correctly rounded quotient (float64 division rounded once to f32, exact for .rn; within the ISA's error
+    bound for .approx / .full), with the .approx large-divisor rule and .ftz flushing inputs and result.
+    nvcc --use_fast_math emits div.approx.ftz.f32 for `x / y` (gau-nernst's epilogue x / (1 + exp(-x)))."""
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins)
+        if ty in ("s32", "u32", "s64", "u64"):
+            _mods(ins, ())
+            return ty, None, False
+        if ty != "f32":
+            raise unsupported(ins, f"type .{ty}")
+        mode = next((p for p in ins.parts[1:-1] if p in ("approx", "full", "rn")), None)
+        if mode is None:
+            raise unsupported(ins, "div.f32 needs .approx, .full or .rn")
+        _mods(ins, (mode, "ftz"))
+        return ty, mode, "ftz" in ins.parts
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty, mode, ftz = ins.info
+        d, a, b = ins.operands
+        x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+        if mode is None:
+            from .state import Hazard
+            lanes = np.flatnonzero(m)
+            if (y[lanes] == 0).any():
+                raise Hazard(f"{ins.where()}: integer division by zero (PTX ISA: unspecified result)")
+            xs, ys = x.astype(np.int64), y.astype(np.int64)
+            ys = np.where(ys == 0, 1, ys)
+            q = np.abs(xs) // np.abs(ys) * np.sign(xs) * np.sign(ys)  # truncation toward zero
+            w.write(d, q.astype(x.dtype), ty, m)
+            return
+        if ftz:
+            x, y = _ftz(x), _ftz(y)
+        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+            r = (x.astype(np.float64) / y.astype(np.float64)).astype(np.float32)
+            if mode == "approx":
+                big = np.abs(y) > np.float32(2.0 ** 126)
+                r = np.where(big, np.where(np.isinf(x), np.float32(np.nan), np.float32(0)), r).astype(np.float32)
+        w.write(d, _canon_nan(_ftz(r) if ftz else r), ty, m)

@@ -60,7 +60,10 @@ class BulkTensorLoad:
         dims = p[4]
         allowed = {"shared::cta", "shared::cluster", "global", "tile", "mbarrier::complete_tx::bytes",
                    "multicast::cluster", "L2::cache_hint", "cta_group::1", "cta_group::2", dims}
-        if not dims.endswith("d") or set(p[5:]) - allowed or "global" not in p or "tile" not in p:
+        # .tile is the default load mode when none is given (PTX ISA 9.7.9.25.5.1 cp.async.bulk.tensor: ".load_mode
+        # ... the default is .tile"); nvcc's inline-PTX users (gau-nernst's kernels) omit it.
+        if not dims.endswith("d") or set(p[5:]) - allowed or "global" not in p or set(p) & {"im2col", "tile::gather4",
+                                                                                               "tile::scatter4"}:
             raise unsupported(ins)
         return {"multicast": "multicast::cluster" in p, "cluster_dst": "shared::cluster" in p,
                 "cta_group": _cta_group(ins), "rank": int(dims[:-1])}
@@ -114,6 +117,71 @@ class BulkTensorLoad:
             nbytes = tma.box_bytes(tmap)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
                                                                     nbytes, ins), None, ins.line))
+
+
+@family("cp.async.bulk.shared::cta", "cp.async.bulk.shared::cluster")
+class BulkCopyLoad:
+    """cp.async.bulk.shared::{cta,cluster}.global.mbarrier::complete_tx::bytes{.L2::cache_hint} [dst], [src], size,
+    [mbar]{, policy} (PTX ISA 9.7.9.25.4.1 "cp.async.bulk": a non-tensor bulk copy of `size` bytes from global
+    to shared memory, completing `size` bytes of tx-count on the mbarrier; size a multiple of 16, both
+    addresses 16-byte aligned; .shared::cta destination since PTX ISA 8.6). .multicast::cluster is not
+    implemented."""
+
+    @staticmethod
+    def decode(ins):
+        p = ins.parts
+        allowed = {"shared::cta", "shared::cluster", "global", "mbarrier::complete_tx::bytes", "L2::cache_hint"}
+        if set(p[3:]) - allowed or "global" not in p or "mbarrier::complete_tx::bytes" not in p:
+            raise unsupported(ins)
+        return {"cluster_dst": p[3] == "shared::cluster"}
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        ex.check_global_access(w, mask, ins.opcode)
+        dst_op, src_op, size_op, mbar_op = ins.operands[:4]
+        dst = lane_addresses(ex, w, dst_op, 32)
+        src = lane_addresses(ex, w, src_op, 64)
+        size = w.read(size_op, "u32", ex)
+        mbar = lane_addresses(ex, w, mbar_op, 32)
+        for lane in _lane(mask):
+            nbytes, g, d = int(size[lane]), int(src[lane]), int(dst[lane])
+            if nbytes % 16 or g % 16 or d % 16:
+                raise Hazard(f"{ins.opcode}: size {nbytes}, src {g:#x}, dst {d:#x} must be multiples of 16 (PTX ISA "
+                             f"9.7.9.25.4.1)")
+            dst_cta, dst_off = SharedAddressing.resolve(w.cta, d, ins.info["cluster_dst"])
+            mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), ins.info["cluster_dst"])
+            if mbar_cta is not dst_cta:
+                raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
+
+            def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
+                data = ex.gmem.read(g, nbytes)
+                for boff in dst_cta.mbarriers:
+                    if dst_off < boff + 8 and boff < dst_off + nbytes:
+                        raise Hazard(f"bulk copy ({ins.where()}) overwrites the mbarrier at {boff:#x}")
+                smem_write(dst_cta, dst_off, data)
+                bar = dst_cta.mbarriers.get(mbar_off)
+                if bar is None:
+                    raise Hazard(f"bulk copy ({ins.where()}) signals shared offset {mbar_off:#x}: no mbarrier")
+                bar.complete_tx(nbytes, f"bulk copy complete-tx ({ins.where()})")
+                ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
+
+            ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line))
+
+
+@family("cp.async.bulk.prefetch")
+class BulkPrefetch:
+    """cp.async.bulk.prefetch.L2.global / cp.async.bulk.prefetch.tensor.Nd.L2.global{.L2::cache_hint} (PTX ISA
+    9.7.9.25.4.3 / 9.7.9.25.5.3): an L2 prefetch hint with no architectural effect on memory contents; a no-op here."""
+
+    @staticmethod
+    def decode(ins):
+        if "L2" not in ins.parts or "global" not in ins.parts:
+            raise unsupported(ins)
+        return None
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        return None
 
 
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
@@ -177,9 +245,9 @@ class Tcgen05:
         if op == "ld":
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
             num = next((m for m in mods if m.startswith("x") and m[1:].isdigit()), None)
-            if shape != "32x32b" or num is None or mods - {"sync", "aligned", shape, num, "b32"}:
+            if shape not in ("32x32b", "16x256b") or num is None or mods - {"sync", "aligned", shape, num, "b32"}:
                 raise unsupported(ins)
-            return ("ld", int(num[1:]))
+            return ("ld", int(num[1:]), shape)
         if op == "commit":
             known = {f"cta_group::{n}", "mbarrier::arrive::one", "shared::cluster", "multicast::cluster", "b64"}
             if mods - known:
@@ -349,25 +417,34 @@ class _PendingTmemLoad:
     registers before its wait::ld as well.
     """
 
-    def __init__(self, w, taddr, regs, mask, num):
-        self.w, self.taddr, self.regs, self.mask, self.num = w, taddr, regs, mask, num
+    def __init__(self, w, taddr, regs, mask, num, shape="32x32b", stats=None):
+        self.w, self.taddr, self.regs, self.mask, self.num, self.shape = w, taddr, regs, mask, num, shape
+        self.stats = stats
 
     def finish(self):
         w = self.w
         for r in self.regs:
             w.pending_tmem_ld.pop(r.name, None)
-        vals = tcgen05.tmem_load_32x32b(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, num]
+        load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
+        before = getattr(w.cta, "pair_lane_loads", 0)
+        vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
+        if self.stats is not None and getattr(w.cta, "pair_lane_loads", 0) != before:
+            # a load at lanes 128..255 of the pair's odd CTA (emu.tcgen05._pair_lane): counted, so reports show it
+            self.stats["tmem_ld_pair_lanes"] = self.stats.get("tmem_ld_pair_lanes", 0) + 1
         for i, r in enumerate(self.regs):
             w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
 
 
 def _tc_ld(ex, w, ins, mask):
-    """tcgen05.ld.sync.aligned.32x32b.xN: lane t of warp w reads TMEM lane 32*(w%4)+t, N columns."""
+    """tcgen05.ld.sync.aligned.32x32b.xN (lane t of warp w reads TMEM lane 32*(w%4)+t, N columns) and
+    .16x256b.xN (emu.tcgen05.tmem_load_16x256b)."""
     _check_whole_warp(w, ins, mask)
     num = ins.info[1]
+    shape = ins.info[2] if len(ins.info) > 2 else "32x32b"
     regs = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
-    if len(regs) != num:
-        raise Hazard(f"{ins.opcode}: {len(regs)} destination registers for .x{num}")
+    per_rep = 4 if shape == "16x256b" else 1  # PTX ISA 9.7.16.8.3 Table 49: registers per .num repetition
+    if len(regs) != num * per_rep:
+        raise Hazard(f"{ins.opcode}: {len(regs)} destination registers for .{shape}.x{num}")
     taddr = lane_addresses(ex, w, ins.operands[1], 32)
     first = _lane(mask)[0]
     if (taddr[mask] != taddr[first]).any():
@@ -375,7 +452,7 @@ def _tc_ld(ex, w, ins, mask):
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(w, int(taddr[first]), regs, mask.copy(), num)
+    pending = _PendingTmemLoad(w, int(taddr[first]), regs, mask.copy(), num, shape, ex.stats)
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None

@@ -6,6 +6,7 @@ import numpy as np
 from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
 from .machine import ClusterBarrier
+from .ptx import Pair
 from .state import Hazard
 
 
@@ -117,6 +118,12 @@ class Shfl:
         src_ok = mask[j]
         if (mask & ~src_ok).any():
             raise Hazard(f"{ins.opcode}: source lane not executing the shuffle (undefined value)")
+        if isinstance(d, Pair):
+            # `d|p` form (PTX ISA "shfl.sync": "shfl.sync.mode.b32 d[|p], a, b, c, membermask"; p is true when the
+            # source lane is within range, else false and d is the thread's own a). nvcc emits it for __shfl_sync.
+            w.write(d.first, val[j], "b32", mask)
+            w.write(d.second, ok, "pred", mask)
+            return
         w.write(d, val[j], "b32", mask)
 
 

@@ -116,7 +116,11 @@ class Kernel:
 
 _TYPE_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4, "u32": 4, "s32": 4,
                "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8, "pred": 1}
-_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
+# PTX ISA 5.1.6.1 "Kernel Function Parameter Attributes" (.ptr): `.param .type .ptr [.space] [.align N] name`
+# (nvcc writes `.param .u64 .ptr .align 1 p` for pointer parameters). The .ptr attribute's .space and .align
+# describe the pointee (a hint), not the parameter: its size and alignment stay those of .type.
+_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+"
+                       r"(?:\.ptr\s+(?:\.(?:const|global|local|shared)\s+)?(?:\.align\s+\d+\s+)?)?([\w$]+)(?:\[(\d+)\])?")
 _REG_DECL_RE = re.compile(r"\.reg\s+\.(\w+)\s+([%\w$]+?)(?:<(\d+)>)?\s*$")
 # A declaration may name several registers: `.reg .pred e, p;` (PTX ISA 5.4 "Variables": a list of names).
 _REG_LIST_RE = re.compile(r"\.reg\s+\.(\w+)\s+([%\w$]+(?:<\d+>)?(?:\s*,\s*[%\w$]+(?:<\d+>)?)+)\s*$")

@@ -6,7 +6,7 @@ Implemented (what the NVFP4 dual-GEMM kernel uses; everything else raises Unsupp
   - tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.block16 (== scale_vec::4X), M=128 (cta_group::1)
     and M=256 (cta_group::2),
   - tcgen05.cp.cta_group::{1,2}.32x128b.warpx4,
-  - tcgen05.ld.sync.aligned.32x32b.xN,
+  - tcgen05.ld.sync.aligned.32x32b.xN and .16x256b.xN,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
@@ -505,12 +505,65 @@ def tmem_load_32x32b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) 
     if num not in (1, 2, 4, 8, 16, 32, 64, 128):
         raise Hazard(f"tcgen05.ld.32x32b.x{num}: .num must be a power of two in [1, 128]")
     lane, col = split_taddr(taddr)
+    lane = _pair_lane(cta, lane, "tcgen05.ld.32x32b")
     quad = warp_id_in_warpgroup % 4
     if lane >= TMEM_LANES or lane != 32 * quad:
         raise Hazard(f"tcgen05.ld.32x32b by warp {warp_id_in_warpgroup} (lanes {32 * quad}..{32 * quad + 31}) "
                      f"at lane {lane}: a warp may access only its own 32-lane quadrant")
     _check_allocated(cta, col, num, "tcgen05.ld")
     return cta.tmem[lane:lane + 32, col:col + num].copy()
+
+
+def _pair_lane(cta: Cta, lane: int, what: str) -> int:
+    """The local TMEM lane a tcgen05.ld lane field names.
+
+    Lanes 0..127 are the CTA's own (PTX ISA 9.7.16.2.1 Tensor Memory: 128 lanes x 512 columns per CTA;
+    address = lane << 16 | column). Lanes 128..255 are accepted ONLY in the odd CTA of a CTA pair
+    (cta_group::2, PTX ISA 9.7.16.1 "CTA pair": ranks 2i, 2i+1), where they name that CTA's own lanes
+    lane - 128. The ISA text does not define lane values >= 128; this rule comes from hardware evidence:
+    gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm/submission_v2.py (B200-verified) reads the M=256
+    accumulator in CTA 1 at lane cta_rank * 128 + 32w + 16m, which is correct on the B200 only if CTA 1
+    reads its own lanes 32w + 16m. That is both "lane bit 7 ignored" and "pair-global lane numbering
+    (D row i at lane i of the pair, module docstring Q2)"; the two agree for the odd CTA, the only case
+    with evidence. Lanes >= 128 in an even or unpaired CTA, and lanes >= 256, stay a Hazard (no evidence).
+    Each accepted use is counted in cta.pair_lane_loads (tools/emu_calibrate_gau.py reports it)."""
+    if lane < TMEM_LANES:
+        return lane
+    if lane < 2 * TMEM_LANES and cta.rank % 2 == 1 and len(cta.cluster.ctas) >= 2:
+        cta.pair_lane_loads = getattr(cta, "pair_lane_loads", 0) + 1
+        return lane - TMEM_LANES
+    raise Hazard(f"{what} at lane {lane} in CTA {cta.ctaid} (cluster rank {cta.rank}): tensor memory has "
+                 f"{TMEM_LANES} lanes; lanes {TMEM_LANES}..{2 * TMEM_LANES - 1} are accepted only in the odd CTA "
+                 f"of a CTA pair (see _pair_lane)")
+
+
+def tmem_load_16x256b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
+    """tcgen05.ld.sync.aligned.16x256b.x{num}.b32: the warp reads 16 lanes x (256 * num) bits; returns
+    [32 threads, 4 * num] uint32.
+
+    PTX ISA 9.7.16.2.3.1.4 "Matrix fragments for shape .16x256b" ("A warp executing tcgen05{.ld,.st}.16x256b
+    will access 16 lanes of the Tensor Memory", 256 bits = 8 columns per lane per repetition; the
+    thread/register map is a figure). Map from CUTLASS include/cute/atom/copy_traits_sm100.hpp
+    Copy_Traits<SM100_TMEM_LOAD_16dp256b1x>: DstLayout ((4,8),(64,2)):((64,256),(1,2048)) over bits
+    (256 bits per lane): thread t, register 4i + 2h + c holds lane taddr.lane + t // 4 + 8h, column
+    taddr.col + 8i + 2 (t % 4) + c (i = repetition, h, c in {0, 1}) -- the mma.sync m16n8 accumulator
+    fragment; the 2x traits (((4,8),(64,2,2)):((64,512),(1,4096,256))) confirm the repetition stride of 8
+    columns. Access restriction as for .32x32b (PTX ISA 9.7.16.8.1): the 16 lanes must lie inside the warp's
+    32-lane quadrant (warp w % 4 -> lanes 32(w%4) .. 32(w%4)+31)."""
+    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise Hazard(f"tcgen05.ld.16x256b.x{num}: .num must be a power of two in [1, 128]")
+    lane, col = split_taddr(taddr)
+    lane = _pair_lane(cta, lane, "tcgen05.ld.16x256b")
+    quad = warp_id_in_warpgroup % 4
+    if not (32 * quad <= lane and lane + 16 <= 32 * quad + 32):
+        raise Hazard(f"tcgen05.ld.16x256b by warp {warp_id_in_warpgroup} (lanes {32 * quad}..{32 * quad + 31}) "
+                     f"at lanes {lane}..{lane + 15}: a warp may access only its own 32-lane quadrant")
+    _check_allocated(cta, col, 8 * num, "tcgen05.ld")
+    t = np.arange(32)[:, None]
+    r = np.arange(4 * num)[None, :]
+    lanes = lane + t // 4 + 8 * ((r // 2) % 2)
+    cols = col + 8 * (r // 4) + 2 * (t % 4) + r % 2
+    return cta.tmem[lanes, cols].copy()
 
 
 # --------------------------------------------------------------------------------------------------
