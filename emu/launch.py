@@ -275,13 +275,11 @@ def _worker(job_path: str) -> None:
                            "no host object to export")
     if job["variant"] == "tvm_ffi":
         compiled.export_to_c(str(out / "kernel.o"), EXPORT_NAME)
-    else:  # plain C ABI: <prefix>.h and <prefix>.o
-        if not hasattr(compiled, "export_to_c"):
-            raise RuntimeError(f"nvidia-cutlass-dsl {meta['dsl_version']} cannot export a non-TVM-FFI compiled function "
-                               f"({type(compiled).__name__} has no export_to_c): the pointer fallback's launch cannot "
-                               "be captured under this DSL version")
+    elif hasattr(compiled, "export_to_c"):  # plain C ABI: <prefix>.h and <prefix>.o
         compiled.export_to_c(str(out), C_ABI_PREFIX)
         os.replace(out / f"{C_ABI_PREFIX}.o", out / "kernel.o")
+    else:  # 4.3.5's non-TVM-FFI compiled function cannot be exported: the PTX alone is kept (device-code checks)
+        meta["no_host_export"] = f"{type(compiled).__name__} has no export_to_c"
     meta["driver_missing"] = driver_missing
     meta["total_s"] = round(time.time() - t0, 2)
     (out / "meta.json").write_text(json.dumps(meta))
@@ -539,6 +537,9 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
     t1 = time.time()
     ptx = (art / "kernel.ptx").read_text()
     meta = json.loads((art / "meta.json").read_text())
+    if not (art / "kernel.o").exists():
+        raise RuntimeError(f"nvidia-cutlass-dsl {meta['dsl_version']} cannot export the {host_path} host function "
+                           f"({meta.get('no_host_export')}): its launch cannot be captured under this DSL version")
     rec = (call_host if host_path == "tvm_ffi" else call_host_pointers)(art, ptx, m, n, k, l, addresses)
     t2 = time.time()
     return CapturedLaunch(
