@@ -241,6 +241,7 @@ class DualGemmKernel:
         self.num_sfa_tmem_cols = plan["sfa_tmem_cols"]
         self.num_sfb_tmem_cols = plan["sfb_tmem_cols"]
         self.stage_bytes = plan["stage_bytes"]
+        self.a_stage_bytes, self.b_stage_bytes = plan["a_stage_bytes"], plan["b_stage_bytes"]
         # Named barrier 1: the four epilogue warps; 2: epilogue + MMA warps around the TMEM allocation.
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
@@ -302,6 +303,8 @@ class DualGemmKernel:
             "ab_stages": ab_stages,
             "acc_stages": acc_stages,
             "stage_bytes": stage_bytes,
+            "a_stage_bytes": a_bytes,  # one stage of A, and of B1 (= of B2)
+            "b_stage_bytes": b_bytes,
             "dynamic_smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes,  # the launch's request
             "smem_bytes": DSL_STATIC_SMEM + BARRIER_BYTES + ab_stages * stage_bytes,
             "acc_tmem_cols": 2 * cta_n * acc_stages,
@@ -779,10 +782,6 @@ class DualGemmKernel:
         stage bytes further; the block-scaled instruction descriptor (E2M1 x E2M1, UE4M3 scales, N >> 3, M >> 4;
         the scale addresses' byte fields are 0, so are the SF ids); enable-input-d = the atom's ACCUMULATE.
         """
-        cta_m, _ = self.cta_tile_mn
-        b_rows = self.mma_tiler_mn[1] // (2 if self.use_2cta else 1)
-        a_stage_bytes = cta_m * K_TILE // 2
-        b_stage_bytes = b_rows * K_TILE // 2
         kblock_bytes = MMA_INST_K // 2
 
         def desc_lo(buffer, stage_bytes):
@@ -792,8 +791,8 @@ class DualGemmKernel:
         idesc = (1 << 7) | (1 << 10) | ((self.mma_tiler_mn[1] >> 3) << 17) | ((self.mma_tiler_mn[0] >> 4) << 24)
         mma_pair_a_collector(
             [acc.iterator.toint() for acc in accs],
-            desc_lo(storage.sA, a_stage_bytes),
-            [desc_lo(buffer, b_stage_bytes) for buffer in (storage.sB1, storage.sB2)],
+            desc_lo(storage.sA, self.a_stage_bytes),
+            [desc_lo(buffer, self.b_stage_bytes) for buffer in (storage.sB1, storage.sB2)],
             idesc,
             tCtSFA[(None, None, kblock)].iterator.toint(),
             [sfb[(None, None, kblock)].iterator.toint() for sfb in tCtSFBs],

@@ -78,42 +78,15 @@ class CapturedLaunch:
     artifact_dir: str = ""
     timings: dict = field(default_factory=dict)
 
-    def param(self, name: str) -> bytes:
-        return self.params[self.param_names.index(name)]
 
 
 # ----------------------------------------------------------------------------- PTX .entry signature
-_ENTRY_RE = re.compile(r"\.entry\s+([\w$]+)\s*\((.*?)\)", re.S)
-_PARAM_RE = re.compile(
-    r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(b8|b16|b32|b64|u8|u16|u32|u64|s8|s16|s32|s64|f16|f32|f64)"
-    r"\s+([\w$]+)(?:\s*\[\s*(\d+)\s*\])?"
-)
-_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
+def entry_params(ptx: str) -> tuple[str, list[tuple[str, int, int, str]]]:
+    """(name, [(param name, size in bytes, alignment, declaration)]) of the kernel's .entry (emu.ptx's parser)."""
+    from .ptx import parse_entry  # not at module level: the compile worker runs this file as a script
 
-
-def entry_params(ptx: str, kernel_name: str | None = None) -> tuple[str, list[tuple[str, int, int, str]]]:
-    """(name, [(param name, size in bytes, alignment, declaration)]) of the .entry `kernel_name` (or the only one).
-
-    PTX ISA 5.1.6.1 "Kernel Function Parameters": `.param .align A .b8 name[N]` is N bytes aligned to A; a scalar
-    `.param .u32 name` is its type's size, naturally aligned.
-    """
-    entries = _ENTRY_RE.findall(re.sub(r"//[^\n]*", "", ptx))
-    if kernel_name is not None:
-        entries = [e for e in entries if e[0] == kernel_name]
-    if len(entries) != 1:
-        raise ValueError(f"expected one .entry{' ' + kernel_name if kernel_name else ''}, found {len(entries)}")
-    name, body = entries[0]
-    out = []
-    for decl in (d.strip() for d in body.split(",")):
-        if not decl:
-            continue
-        m = _PARAM_RE.fullmatch(decl)
-        if not m:
-            raise ValueError(f"cannot parse kernel parameter declaration {decl!r}")
-        align, ty, pname, count = m.groups()
-        size = _TYPE_BYTES[ty[1:]] * (int(count) if count else 1)
-        out.append((pname, size, int(align) if align else _TYPE_BYTES[ty[1:]], decl))
-    return name, out
+    name, params = parse_entry(ptx)
+    return name, [(p.name, p.size, p.align, p.decl) for p in params]
 
 
 # ----------------------------------------------------------------------------- compile (worker subprocess)

@@ -20,7 +20,6 @@ from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError,
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
-SHARED_GENERIC_SIZE = 1 << 32
 DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
 
 
@@ -76,7 +75,7 @@ class Machine:
         self.block = tuple(launch.block)
         self.cluster_dims = tuple(launch.cluster) if launch.cluster else (1, 1, 1)
         self.dyn_smem = launch.dynamic_smem
-        self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0, "hazards": 0}
+        self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0}
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
@@ -89,19 +88,17 @@ class Machine:
 
     # ------------------------------------------------------------------ setup
     def _place_params(self, params: list) -> int:
-        total, offsets = 0, []
+        """The parameter bytes in a global buffer, each at the offset the .entry declaration gives it (the
+        parameter state space is addressed generically here: ld.param and cvta.param use these addresses)."""
+        if len(params) != len(self.kernel.params):
+            raise EmulatorError(f"launch passed {len(params)} parameters, the kernel declares {len(self.kernel.params)}")
         for p, raw in zip(self.kernel.params, params):
             if len(raw) != p.size:
                 raise EmulatorError(f"parameter {p.name}: launch passed {len(raw)} bytes, PTX declares {p.size}")
-            total = (total + p.align - 1) // p.align * p.align
-            offsets.append(total)
-            total += p.size
-        if len(params) != len(self.kernel.params):
-            raise EmulatorError(f"launch passed {len(params)} parameters, the kernel declares {len(self.kernel.params)}")
-        base = self.gmem.alloc(max(total, 1), align=128)
-        for p, off, raw in zip(self.kernel.params, offsets, params):
-            p.offset = off
-            self.gmem.write(base + off, np.frombuffer(bytes(raw), np.uint8))
+        last = self.kernel.params[-1] if self.kernel.params else None
+        base = self.gmem.alloc(max(last.offset + last.size if last else 0, 1), align=128)
+        for p, raw in zip(self.kernel.params, params):
+            self.gmem.write(base + p.offset, np.frombuffer(bytes(raw), np.uint8))
         self.param_by_name = {p.name: p for p in self.kernel.params}
         return base
 
@@ -235,13 +232,6 @@ class Machine:
         op.run()
         cluster.progress += 1
 
-    def drain_queue(self, cluster, queue) -> None:
-        """Complete, in order, every in-flight op of one queue (for waits that need them all)."""
-        for op in [o for o in cluster.inflight if o.queue == queue]:
-            cluster.inflight.remove(op)
-            op.run()
-            cluster.progress += 1
-
     # ------------------------------------------------------------------ running
     def run(self, cluster_ids=None) -> None:
         ids = list(self.clusters()) if cluster_ids is None else cluster_ids
@@ -309,7 +299,6 @@ class Machine:
                 g = w.read(ins.guard[0], "pred")
                 mask = lanes & (~g if ins.guard[1] else g)
             self.stats["warp_instructions"] += 1
-            w.instructions += 1
             if not mask.any():  # every lane's guard is false: the instruction is skipped
                 w.pc[lanes] += 1
                 continue

@@ -42,7 +42,7 @@ class Mbarrier:
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
-        return (f"mbarrier CTA{self.cta.rank}+{self.offset:#x} (phase {self.phase}, waiting for parity "
+        return (f"mbarrier CTA{self.cta.rank}+{self.offset:#x} (initialised at PTX line {self.init_line}; phase {self.phase}, waiting for parity "
                 f"{self.phase & 1} to complete: {self.pending} of {self.expected} arrivals pending, tx-count {self.tx} bytes)")
 
     def _check(self, what: str) -> None:

@@ -75,24 +75,6 @@ def e4m3fn_to_float(data: np.ndarray) -> np.ndarray:
     return E4M3FN_TABLE[np.asarray(data, dtype=np.uint8)]
 
 
-def ue8m0_to_float(data: np.ndarray) -> np.ndarray:
-    return UE8M0_TABLE[np.asarray(data, dtype=np.uint8)]
-
-
-def float_to_e4m3fn_exact(values: np.ndarray) -> np.ndarray:
-    """Exactly representable float values -> e4m3fn bytes (test helper; raises if a value is not representable)."""
-    values = np.asarray(values, dtype=np.float64)
-    finite = ~np.isnan(E4M3FN_TABLE)
-    codes = np.flatnonzero(finite)
-    lut = {float(E4M3FN_TABLE[c]): c for c in codes if not (E4M3FN_TABLE[c] == 0 and c & 0x80)}
-    out = np.empty(values.shape, dtype=np.uint8)
-    for idx, v in np.ndenumerate(values):
-        if float(v) not in lut:
-            raise ValueError(f"{v} is not an e4m3fn value")
-        out[idx] = lut[float(v)]
-    return out
-
-
 def round_to_fp32(values: np.ndarray) -> np.ndarray:
     """float64 -> float32, IEEE round-to-nearest-even (overflow -> inf)."""
     with np.errstate(over="ignore"):
@@ -101,7 +83,3 @@ def round_to_fp32(values: np.ndarray) -> np.ndarray:
 
 def fp32_to_bits(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-
-
-def bits_to_fp32(words: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(words, dtype=np.uint32).view(np.float32)

@@ -18,7 +18,7 @@ from .mbarrier import check_remote_use, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
 from .simt import to_bits
-from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write
+from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
 
 def _cta_group(ins) -> int:
@@ -154,15 +154,7 @@ class BulkCopyLoad:
                 raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
 
             def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
-                data = ex.gmem.read(g, nbytes)
-                for boff in dst_cta.mbarriers:
-                    if dst_off < boff + 8 and boff < dst_off + nbytes:
-                        raise Hazard(f"bulk copy ({ins.where()}) overwrites the mbarrier at {boff:#x}")
-                smem_write(dst_cta, dst_off, data)
-                bar = dst_cta.mbarriers.get(mbar_off)
-                if bar is None:
-                    raise Hazard(f"bulk copy ({ins.where()}) signals shared offset {mbar_off:#x}: no mbarrier")
-                bar.complete_tx(nbytes, f"bulk copy complete-tx ({ins.where()})")
+                _deliver(dst_cta, dst_off, ex.gmem.read(g, nbytes), dst_cta, mbar_off, nbytes, f"bulk copy ({ins.where()})")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
             ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line))
@@ -184,18 +176,21 @@ class BulkPrefetch:
         return None
 
 
+def _deliver(target, dst_off, data, sig_cta, mbar_off, nbytes, what):
+    """An asynchronous copy completes: its bytes land in `target`'s shared memory, then complete-tx of nbytes on
+    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism)."""
+    store_shared(target, dst_off, data, what)
+    bar = sig_cta.mbarriers.get(mbar_off)
+    if bar is None:
+        raise Hazard(f"{what} signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
+    bar.complete_tx(nbytes, f"{what} complete-tx")
+
+
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
     def run():
         data = tma.tile_bytes(tmap, coords, ex.gmem.read, dst_off)
         for t, sig in zip(targets, signals):
-            for boff in t.mbarriers:
-                if dst_off < boff + 8 and boff < dst_off + data.size:
-                    raise Hazard(f"TMA load ({ins.where()}) overwrites the mbarrier at {boff:#x}")
-            smem_write(t, dst_off, data)
-            bar = sig.mbarriers.get(mbar_off)
-            if bar is None:
-                raise Hazard(f"TMA load ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig.rank}: no mbarrier")
-            bar.complete_tx(nbytes, f"TMA load complete-tx ({ins.where()})")
+            _deliver(t, dst_off, data, sig, mbar_off, nbytes, f"TMA load ({ins.where()})")
         ex.stats["tma_bytes"] += data.size * len(targets)
 
     return run

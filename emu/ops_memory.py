@@ -7,7 +7,7 @@ from .isa import Control, family, unsupported
 from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
-from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write
+from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
 
 SLEEP = Control("sleep")
 
@@ -50,10 +50,7 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
         return
     if space.startswith("shared"):
         cta, off = _shared(ex, w, addr, space)
-        for boff in cta.mbarriers:
-            if off < boff + 8 and boff < off + data.size:
-                raise Hazard(f"store over the live mbarrier at shared offset {boff:#x}")
-        smem_write(cta, off, data)
+        store_shared(cta, off, data, "store")
         return
     raise Hazard(f"stores to the {space} space are not implemented")
 

@@ -96,7 +96,8 @@ class Param:
     name: str
     size: int
     align: int
-    offset: int = 0  # byte offset in the emulator's parameter buffer
+    offset: int = 0  # byte offset in the parameter buffer (each parameter at its alignment, in order)
+    decl: str = ""  # the declaration as written
 
 
 @dataclass
@@ -109,9 +110,6 @@ class Kernel:
     shared_vars: dict = field(default_factory=dict)  # name -> (align, size or None for extern)
     reg_decls: dict = field(default_factory=dict)  # register name prefix -> PTX type
 
-    @property
-    def param_bytes(self) -> int:
-        return sum(p.size for p in self.params) + 64 * len(self.params)
 
 
 _TYPE_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4, "u32": 4, "s32": 4,
@@ -259,30 +257,42 @@ def parse_operand(tok: str, scopes: _Scopes):
     return Sym(scopes.label(t))
 
 
-def parse_module(text: str) -> Kernel:
-    """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
-    body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte
-    raw_lines = body.split("\n")
+def _entry(body: str) -> tuple[str, list, int]:
+    """(name, parameters, end of the parameter list) of the first .entry in comment-free PTX.
+
+    PTX ISA 5.1.6.1 "Kernel Function Parameters": `.param .align A .b8 name[N]` is N bytes aligned to A; a scalar
+    `.param .u32 name` is its type's size, naturally aligned; `.ptr` attributes describe the pointee only."""
     m = re.search(r"\.entry\s+([\w$]+)\s*\(", body)
     if m is None:
         raise ParseError("no .entry in the PTX")
-    name = m.group(1)
-    # parameters: between "(" after the entry name and the matching ")"
     start = m.end()
     end = body.index(")", start)
-    params = []
+    params, off = [], 0
     for decl in _split_top(body[start:end]):
         pm = _PARAM_RE.search(decl)
         if pm is None:
             raise ParseError(f"unsupported parameter declaration {decl!r}")
         align, ty, pname, count = pm.groups()
         size = _TYPE_SIZES[ty] * (int(count) if count else 1)
-        params.append(Param(pname, size, int(align) if align else _TYPE_SIZES[ty]))
-    off = 0
-    for p in params:
+        p = Param(pname, size, int(align) if align else _TYPE_SIZES[ty], decl=decl.strip())
         off = (off + p.align - 1) // p.align * p.align
         p.offset = off
         off += p.size
+        params.append(p)
+    return m.group(1), params, end
+
+
+def parse_entry(text: str) -> tuple[str, list]:
+    """The kernel's name and parameters (Param: name, size, alignment, offset, declaration)."""
+    name, params, _ = _entry(_strip_comments(text.replace("\x00", "")))
+    return name, params
+
+
+def parse_module(text: str) -> Kernel:
+    """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
+    body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte
+    raw_lines = body.split("\n")
+    name, params, end = _entry(body)
     shared_vars = {}
     for sm in re.finditer(r"\.(?:extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.\w+\s+([\w$]+)\[(\d*)\]", body):
         shared_vars[sm.group(2)] = (int(sm.group(1)), int(sm.group(3)) if sm.group(3) else None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ptx import Addr, Imm, Pair, Reg, Sink, Sym, Vec
+from .ptx import Imm, Reg, Sink, Sym
 from .state import EmulatorError
 
 WARP = 32
@@ -67,7 +67,6 @@ class Warp:
         self.sleep_key = None  # an mbarrier the warp last found incomplete (a spin-wait hint)
         self.known: dict = {}  # CTA rank -> machine clock up to which this warp has observed that CTA's releases
         self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
-        self.instructions = 0
         self.last_line = 0
 
     # -------------------------------------------------------------- identity
@@ -149,14 +148,3 @@ def _is_pred(name: str, reg_types: dict) -> bool:
             return ty == "pred"
     return base == "%p"
 
-
-def operand_regs(op) -> list:
-    if isinstance(op, Reg):
-        return [op]
-    if isinstance(op, Vec):
-        return [x for x in op.items if isinstance(x, Reg)]
-    if isinstance(op, Pair):
-        return [op.first, op.second]
-    if isinstance(op, Addr) and isinstance(op.base, Reg):
-        return [op.base]
-    return []

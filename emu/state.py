@@ -80,12 +80,6 @@ class GlobalMemory:
         buf, off = self._find(addr, data.size)
         buf[off:off + data.size] = data
 
-    def contains(self, addr: int, nbytes: int) -> bool:
-        try:
-            self._find(addr, nbytes)
-            return True
-        except Hazard:
-            return False
 
 
 @dataclass
@@ -131,10 +125,6 @@ class SharedAddressing:
     """Resolve shared::cta / shared::cluster addresses to (cta, offset)."""
 
     @staticmethod
-    def cluster_address(rank: int, offset: int) -> int:
-        return (rank << CLUSTER_RANK_SHIFT) | offset
-
-    @staticmethod
     def resolve(cta: Cta, addr: int, cluster_scope: bool) -> tuple[Cta, int]:
         addr = int(addr) & 0xFFFFFFFF
         rank = addr >> CLUSTER_RANK_SHIFT
@@ -156,6 +146,16 @@ def smem_read(cta: Cta, offset: int, nbytes: int) -> np.ndarray:
     if offset < 0 or offset + nbytes > cta.smem.size:
         raise Hazard(f"shared read of {nbytes} bytes at {offset:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
     return cta.smem[offset:offset + nbytes].copy()
+
+
+def store_shared(cta: Cta, offset: int, data: np.ndarray, what: str) -> None:
+    """A data write into shared memory (a store, a TMA or bulk copy): it must not land on a live mbarrier,
+    whose 8 bytes only the mbarrier instructions may touch (PTX ISA "mbarrier": the object is opaque)."""
+    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    for boff in cta.mbarriers:
+        if offset < boff + 8 and boff < offset + data.size:
+            raise Hazard(f"{what} overwrites the live mbarrier at shared offset {boff:#x}")
+    smem_write(cta, offset, data)
 
 
 def smem_write(cta: Cta, offset: int, data: np.ndarray) -> None:
