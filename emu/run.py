@@ -142,7 +142,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
     if run.status == "completed":
-        res.status, res.message, res.checked_elements = _compare(reference, sub, config, data, gmem, addresses, run.machine,
+        res.status, res.message, res.checked_elements = _compare(reference, config, data, gmem, addresses, run.machine,
                                                                  m, n, l, res.clusters_run == res.clusters_total)
     res.seconds = time.time() - t0
     return res
@@ -177,7 +177,7 @@ def execute(cap, gmem: GlobalMemory, sched_seed: int = 0, clusters="all", progre
     return run
 
 
-def _compare(reference, sub, config, data, gmem, addresses, machine, m, n, l, all_clusters: bool):
+def _compare(reference, config, data, gmem, addresses, machine, m, n, l, all_clusters: bool):
     c_bytes = gmem.read(addresses["c"], m * n * l * 2)
     out = torch.from_numpy(c_bytes.view(np.float16).copy()).reshape(l, m, n).permute(1, 2, 0)
     if not all_clusters:

@@ -50,7 +50,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PROBE_FILES = {"tma": REPO / "tests" / "tma_probe.py", "epilogue": REPO / "tests" / "epilogue_probe.py"}
 ALL_LOADS = (0, 1, 2, 3, 4, 5)  # A, B1, B2, SFA, SFB1, SFB2: the probe's SM100 path
-H200_LOADS = (3, 4, 5)           # what the probe checks below SM100 (the scale loads)
 # (probe, config fields, variant): the probes' own config lists (main()), 1-CTA only
 TMA_CONFIGS = ({"mma_tile_mn": (128, 64)}, {"mma_tile_mn": (128, 128)})
 EPILOGUE_CONFIGS = ({"mma_tile_mn": (128, 64)}, {"mma_tile_mn": (128, 128)}, {"mma_tile_mn": (128, 64), "epi_tile_n": 16})
