@@ -120,7 +120,7 @@ class KernelConfig:
                  while this one runs; each CTA signals dependents at its start and waits (griddepcontrol.wait)
                  before its first global-memory load (TMA warp) and store (epilogue warps), so a call still
                  sees everything the previous one wrote. On by default: 1.04 us less per call over 50 back-to-back
-                 calls (measured, H200, tools/pdl_probe.py stand-in; MEMORY.md "PDL"). Off, the PTX is unchanged.
+                 calls (measured, H200, probes/pdl.py stand-in; MEMORY.md "PDL"). Off, the PTX is unchanged.
     a_collector: per k-block the B1 MMA keeps A in the tensor core's A collector (tcgen05.mma
                  .collector::a::fill) and the B2 MMA takes it from there (.collector::a::lastuse) instead of
                  reading A from shared memory a second time; the two MMAs are issued by inline PTX
@@ -818,7 +818,7 @@ class DualGemmKernel:
 
         tma_atoms and operands are in the order A, B1, B2, SFA, SFB1, SFB2 (operands also end with C).
         Returns (ring, loads, k_tile_cnt, tCgC): the staged smem tensors, one TmaLoad per operand, the
-        number of k-tiles, and this CTA's MMA partition of C. tests/tma_probe.py runs it on any TMA GPU.
+        number of k-tiles, and this CTA's MMA partition of C. probes/tma_loads.py runs it on any TMA GPU.
         """
         tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2 = tma_atoms
         mA_mkl, mB1_nkl, mB2_nkl, mSFA_mkl, mSFB1_nkl, mSFB2_nkl, mC_mnl = operands

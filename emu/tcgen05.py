@@ -526,7 +526,7 @@ def _pair_lane(cta: Cta, lane: int, what: str) -> int:
     reads its own lanes 32w + 16m. That is both "lane bit 7 ignored" and "pair-global lane numbering
     (D row i at lane i of the pair, module docstring Q2)"; the two agree for the odd CTA, the only case
     with evidence. Lanes >= 128 in an even or unpaired CTA, and lanes >= 256, stay a Hazard (no evidence).
-    Each accepted use is counted in cta.pair_lane_loads (tools/emu_calibrate_gau.py reports it)."""
+    Each accepted use is counted in cta.pair_lane_loads (emu/calibration/gau.py reports it)."""
     if lane < TMEM_LANES:
         return lane
     if lane < 2 * TMEM_LANES and cta.rank % 2 == 1 and len(cta.cluster.ctas) >= 2:

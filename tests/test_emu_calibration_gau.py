@@ -1,4 +1,4 @@
-"""Calibration of the emulator on gau-nernst's B200-verified NVFP4 dual-GEMM kernels (tools/emu_calibrate_gau.py).
+"""Calibration of the emulator on gau-nernst's B200-verified NVFP4 dual-GEMM kernels (emu/calibration/gau.py).
 
 The kernels' source (gau-nernst/gpu-mode-kernels, nvidia/nvfp4_dual_gemm/submission_v1b.py / submission_v2.py) is
 not in this repository: these tests run when $GAU_DUAL_GEMM_V1B / $GAU_DUAL_GEMM_V2 name the files or copies sit in
@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 from emu.state import Cluster, Cta, Hazard, TMEM_LANES  # noqa: E402
 from emu.tcgen05 import tmem_alloc, tmem_load_16x256b, tmem_load_32x32b  # noqa: E402
-from tools import emu_calibrate_gau as gau  # noqa: E402
+from emu.calibration import gau  # noqa: E402
 
 SHAPE = (256, 256, 512)
 

@@ -119,9 +119,9 @@ def test_dsl_435_compile_matches(name, shape):
 
 
 def test_sweep_runs_the_real_test_shapes(tmp_path):
-    """tools/emu_sweep.py: one config on every test shape of task.yml (real M, N, K; one cluster each)."""
+    """tools/sweep.py: one config on every test shape of task.yml (real M, N, K; one cluster each)."""
     out = tmp_path / "sweep.json"
-    proc = subprocess.run([sys.executable, "tools/emu_sweep.py", "--configs", "m128n64_c1x1_e32", "--modes", "strict",
+    proc = subprocess.run([sys.executable, "tools/sweep.py", "--configs", "m128n64_c1x1_e32", "--modes", "strict",
                            "--clusters", "1", "--json", str(out)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     import json

@@ -1,4 +1,4 @@
-"""The GPU probes tests/tma_probe.py and tests/epilogue_probe.py, run in the SM100 emulator (tools/emu_probes.py).
+"""The GPU probes probes/tma_loads.py and probes/epilogue.py, run in the SM100 emulator (emu/calibration/gpu_probes.py).
 
 Every result here is "emulated": the probes' own stub kernels (the kernel's `_ring_and_loads`, `_load_rows`, epilogue
 views and stores) compiled for sm_100a, launched by their real host code through the runtime stand-ins, run in emu/
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tools import emu_probes as E  # noqa: E402
+from emu.calibration import gpu_probes as E  # noqa: E402
 
 TMA_IDS = ["m128n64", "m128n128"]
 EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]

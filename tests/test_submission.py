@@ -277,8 +277,8 @@ def test_running_the_file_says_what_it_is_and_how_to_check_it():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is visible: the probes run (tests below)")
-@pytest.mark.parametrize("script", ["tests/view_probe.py", "tests/tma_probe.py", "tests/epilogue_probe.py",
-                                    "tools/dispatch_probe.py"])
+@pytest.mark.parametrize("script", ["probes/views.py", "probes/tma_loads.py", "probes/epilogue.py",
+                                    "probes/dispatch.py"])
 def test_probes_without_a_gpu_say_so_in_one_line_and_exit_2(script):
     result = subprocess.run([sys.executable, os.path.join(ROOT, script)], capture_output=True, text=True,
                             timeout=300, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
@@ -289,10 +289,10 @@ def test_probes_without_a_gpu_say_so_in_one_line_and_exit_2(script):
 
 # ------------------------------------------------------------------ operand views, checked on any CUDA GPU
 def _run_probe(name: str) -> str:
-    """Run tests/<name> in a subprocess compiled for the visible GPU's own arch (this session's
+    """Run probes/<name> in a subprocess compiled for the visible GPU's own arch (this session's
     CUTE_DSL_ARCH is sm_100a for the offline compiles); return its stdout."""
     env = {key: value for key, value in os.environ.items() if key != "CUTE_DSL_ARCH"}
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", name)], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "probes", name)], env=env, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
@@ -300,18 +300,18 @@ def _run_probe(name: str) -> str:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (any arch) to run the view probe")
 def test_operand_views_match_the_leaderboard_layout_on_a_cuda_gpu():
-    """The views the kernel builds from the leaderboard's tensors address the right bytes (view_probe.py)."""
-    assert "views ok" in _run_probe("view_probe.py")
+    """The views the kernel builds from the leaderboard's tensors address the right bytes (probes/views.py)."""
+    assert "views ok" in _run_probe("views.py")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (any arch) to run the epilogue probe")
 def test_epilogue_stores_each_accumulator_element_where_c_needs_it_on_a_cuda_gpu():
-    """The epilogue's C views and stores, over the persistent tile loop, place every element (epilogue_probe.py)."""
-    assert "epilogue ok" in _run_probe("epilogue_probe.py")
+    """The epilogue's C views and stores, over the persistent tile loop, place every element (probes/epilogue.py)."""
+    assert "epilogue ok" in _run_probe("epilogue.py")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
                     reason="needs a GPU with TMA (sm_90 or newer) to run the TMA probe")
 def test_tma_loads_fetch_the_right_tiles_on_a_tma_gpu():
-    """The kernel's own TMA loads put the expected tile of each operand into the ring (tma_probe.py)."""
-    assert "tma ok" in _run_probe("tma_probe.py")
+    """The kernel's own TMA loads put the expected tile of each operand into the ring (probes/tma_loads.py)."""
+    assert "tma ok" in _run_probe("tma_loads.py")

@@ -67,11 +67,11 @@ TMEM_LD_BYTES_PER_CLK = 512  # ASSUMPTION: tcgen05.ld, 4 sub-partitions x 128 B/
 K_TILE = 256              # elements of K per pipeline stage.
 SMEM_CAPACITY = 232448    # B200 shared memory per block.
 LAUNCH_GAP_US = 1.82      # measured (H200; MEMORY.md "PDL"): per-call time over 50 back-to-back calls minus the
-                          # kernel body, tools/pdl_probe.py stand-in with the real host path, grid, cluster and
+                          # kernel body, probes/pdl.py stand-in with the real host path, grid, cluster and
                           # smem request, no PDL: 1.821 / 1.807 us (128 / 96 CTAs). A B200's may differ.
 LAUNCH_GAP_PDL_US = 0.78  # measured (H200, same run) with programmatic dependent launch: 0.781 / 0.739 us.
 DISPATCH_US = 6.3         # MEMORY.md "Dispatch" (measured, H200, DSL 4.3.5): median host cost of one
-                          # submission.custom_kernel call through TVM-FFI (tools/dispatch_probe.py, stub body).
+                          # submission.custom_kernel call through TVM-FFI (probes/dispatch.py, stub body).
                           # The leaderboard's long L2 flush hides it; the model keeps it as a floor.
 
 

@@ -3,7 +3,7 @@
 The real kernel needs an SM100 GPU. This probe runs submission.custom_kernel with the real host path and
 launch (TVM-FFI launcher, six TMA descriptors, the scheduler's grid, cluster dims, the full shared-memory
 request, and `use_pdl` from KernelConfig.pdl) around a device body that runs about as long as the real
-kernel is modeled to (tools/device_stub.SpinStub: claim the shared storage, griddepcontrol as the real
+kernel is modeled to (probes/device_stub.SpinStub: claim the shared storage, griddepcontrol as the real
 kernel does when pdl is on, then spin on %globaltimer).
 
 Timing is the leaderboard's: flush L2 (a 1 GiB write), then events around 50 back-to-back calls, each
@@ -11,7 +11,7 @@ with its own C tensor; per call = elapsed / 50. The two variants alternate withi
 clock drift hits both. Each kernel also writes %globaltimer stamps (entry, after the wait, end) of CTA 0
 into its C, which give the gap between the end of call i and the start of call i+1 directly.
 
-    python tools/pdl_probe.py [--spin-us 10] [--reps 40] [--shape 256,4096,7168,1 ...] [--json out.json]
+    python probes/pdl.py [--spin-us 10] [--reps 40] [--shape 256,4096,7168,1 ...] [--json out.json]
 """
 
 import argparse
@@ -30,8 +30,8 @@ import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
 
 import submission as S  # noqa: E402
-from tools.device_stub import SpinStub, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
-from tools.dispatch_probe import leaderboard_tensors  # noqa: E402
+from probes.device_stub import SpinStub, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
+from probes.dispatch import leaderboard_tensors  # noqa: E402
 
 CALLS = 50
 
@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    exit_unless_cuda_gpu("tools/pdl_probe.py", "a CUDA GPU with griddepcontrol (sm_90 or newer)", min_major=9)
+    exit_unless_cuda_gpu("probes/pdl.py", "a CUDA GPU with griddepcontrol (sm_90 or newer)", min_major=9)
     shapes = [tuple(int(x) for x in s.split(",")) for s in (args.shape or ["256,4096,7168,1", "256,3072,4096,1"])]
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cutlass_dsl": getattr(cutlass, "__version__", "?"), "spin_us": args.spin_us, "calls": CALLS, "reps": args.reps}

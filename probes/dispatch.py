@@ -9,7 +9,7 @@ kernel's own run time, and any difference between launching an sm_90 and an sm_1
 Timing: events around 50 back-to-back calls, divided by 50 (docs/leaderboard.md §3), median of repeats;
 host wall time per call is printed beside it.
 
-    python tools/dispatch_probe.py [--json out.json]
+    python probes/dispatch.py [--json out.json]
 """
 
 import argparse
@@ -28,7 +28,7 @@ import cutlass  # noqa: E402
 import cutlass.cute as cute  # noqa: E402
 
 import submission as S  # noqa: E402
-from tools.device_stub import DeviceStub, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
+from probes.device_stub import DeviceStub, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
 
 
 class EmptyHost:
@@ -158,5 +158,5 @@ def main():
 
 
 if __name__ == "__main__":
-    exit_unless_cuda_gpu("tools/dispatch_probe.py", "a CUDA GPU (any arch)")
+    exit_unless_cuda_gpu("probes/dispatch.py", "a CUDA GPU (any arch)")
     main()

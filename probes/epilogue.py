@@ -24,7 +24,7 @@ import cutlass.cute as cute  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
-from tools.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
+from probes.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
 
 M, N, K, L = 2048, 1280, 256, 1
 
@@ -105,5 +105,5 @@ def main():
 
 
 if __name__ == "__main__":
-    exit_unless_cuda_gpu("tests/epilogue_probe.py", "a CUDA GPU (any arch)")
+    exit_unless_cuda_gpu("probes/epilogue.py", "a CUDA GPU (any arch)")
     main()

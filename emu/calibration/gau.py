@@ -5,8 +5,8 @@ nvidia/nvfp4_dual_gemm/submission_v1b.py: 1-SM MMA, A kept in the collector (col
 submission_v2.py: 2-SM MMA, 13.30 us geomean on B200). Their source is NOT copied into this repository:
 pass the downloaded files.
 
-    python tools/emu_calibrate_gau.py --v1b PATH --v2 PATH [--shape M,N,K] [--modes strict,leaderboard]
-    python tools/emu_calibrate_gau.py --v1b PATH             (one kernel only)
+    python -m emu.calibration.gau --v1b PATH --v2 PATH [--shape M,N,K] [--modes strict,leaderboard]
+    python -m emu.calibration.gau --v1b PATH             (one kernel only)
 
 Defaults: $GAU_DUAL_GEMM_V1B / $GAU_DUAL_GEMM_V2, else /tmp/gau/submission_v1b.py / /tmp/gau/submission_v2.py.
 There is no --fetch-to: fetching needs the network, which CI does not have (tests skip with the reason).
@@ -57,7 +57,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GAU_COMMIT = "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521"
 GAU_REPO = "gau-nernst/gpu-mode-kernels"
 DEFAULT_PATHS = {"v1b": Path("/tmp/gau/submission_v1b.py"), "v2": Path("/tmp/gau/submission_v2.py")}

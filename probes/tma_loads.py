@@ -25,7 +25,7 @@ import cutlass.cute as cute  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
-from tools.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
+from probes.device_stub import DeviceStub, KernelArgs, admit_this_gpu_for_host_side, exit_unless_cuda_gpu  # noqa: E402
 
 M, N, K, L = 256, 512, 512, 1
 K_TILE_INDEX = 1  # the second k-tile: a wrong K offset shows
@@ -180,5 +180,5 @@ def main():
 
 
 if __name__ == "__main__":
-    exit_unless_cuda_gpu("tests/tma_probe.py", "a GPU with TMA (sm_90 or newer)", min_major=9)
+    exit_unless_cuda_gpu("probes/tma_loads.py", "a GPU with TMA (sm_90 or newer)", min_major=9)
     main()

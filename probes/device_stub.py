@@ -2,7 +2,7 @@
 
 What a GPU that is not SM100 can still check of the kernel: its host path (TVM-FFI checks, operand views,
 TMA descriptors, scheduler grid, launch) and the device code that needs no tensor memory or tcgen05 MMA
-(TMA loads of byte-typed operands, the epilogue's views and stores). tools/dispatch_probe.py and the probes
+(TMA loads of byte-typed operands, the epilogue's views and stores). probes/dispatch.py and the probes
 in tests/ subclass DeviceStub and replace `body`.
 """
 import inspect

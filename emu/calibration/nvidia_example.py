@@ -3,8 +3,8 @@
 block-scaled GEMM example (examples/python/CuTeDSL/cute/blackwell/kernel/blockscaled_gemm/
 dense_blockscaled_gemm_persistent.py of NVIDIA/cutlass), which is NOT copied into this repository.
 
-    python tools/emu_calibrate.py --example PATH [--configs 1cta,2cta,...] [--seed S] [--json OUT]
-    python tools/emu_calibrate.py --from-mirror [--mirror DIR] [--mirror-rev REV] ...
+    python -m emu.calibration.nvidia_example --example PATH [--configs 1cta,2cta,...] [--seed S] [--json OUT]
+    python -m emu.calibration.nvidia_example --from-mirror [--mirror DIR] [--mirror-rev REV] ...
 
 For each config (NVFP4: A/B Float4E2M1FN, SF Float8E4M3FN, sf_vec_size 16, acc Float32, C Float16/Float32):
 1. compile (worker subprocess: CUTE_DSL_ARCH=sm_100a and CUTE_DSL_KEEP_PTX=1 are set before cutlass is
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MIRROR = Path("/work/.mirror/NVIDIA+cutlass/repo")
 EXAMPLE_IN_REPO = ("examples/python/CuTeDSL/cute/blackwell/kernel/blockscaled_gemm/"
                    "dense_blockscaled_gemm_persistent.py")
@@ -135,7 +135,7 @@ def compile_artifacts(example: Path, cfg: CalConfig) -> Path:
 
 def _compile_worker(job_path: str) -> None:
 
-    # sys.path[0] is tools/: nothing there may shadow a package the DSL imports
+    # run as a script, sys.path[0] is this folder: nothing there may shadow a package the DSL imports
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
     job = json.loads(Path(job_path).read_text())

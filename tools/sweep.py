@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every TUNE_SPACE config on the leaderboard's test shapes, in the SM100 emulator (no GPU).
 
-    python tools/emu_sweep.py [--clusters 2] [--modes strict,leaderboard] [--configs NAME,...] [--json PATH]
+    python tools/sweep.py [--clusters 2] [--modes strict,leaderboard] [--configs NAME,...] [--json PATH]
 
 Each test shape of task.yml keeps its real M, N, K (so the grid, the persistent schedule and the
 k-loop are the real ones); to stay affordable only --clusters clusters of each run are emulated, chosen

@@ -20,7 +20,7 @@ from cutlass.cute.runtime import make_fake_compact_tensor  # noqa: E402
 
 import reference  # noqa: E402
 import submission as S  # noqa: E402
-from tools.device_stub import exit_unless_cuda_gpu  # noqa: E402
+from probes.device_stub import exit_unless_cuda_gpu  # noqa: E402
 
 M, N, K, L = 256, 128, 512, 1
 SF_K = K // S.SF_VEC_SIZE
@@ -67,5 +67,5 @@ def main():
 
 
 if __name__ == "__main__":
-    exit_unless_cuda_gpu("tests/view_probe.py", "a CUDA GPU (any arch)")
+    exit_unless_cuda_gpu("probes/views.py", "a CUDA GPU (any arch)")
     main()

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Run the GPU probes tests/tma_probe.py and tests/epilogue_probe.py in the SM100 emulator (emu/), no GPU.
+"""Run the GPU probes probes/tma_loads.py and probes/epilogue.py in the SM100 emulator (emu/), no GPU.
 
-    python tools/emu_probes.py [--probes tma,epilogue] [--negatives] [--sched-seed S] [--json OUT]
+    python -m emu.calibration.gpu_probes [--probes tma,epilogue] [--negatives] [--sched-seed S] [--json OUT]
 
-The probes' own stub kernels (tools/device_stub.DeviceStub subclasses: the kernel's real host side, the kernel's
+The probes' own stub kernels (probes/device_stub.DeviceStub subclasses: the kernel's real host side, the kernel's
 own `_ring_and_loads` / `_load_rows` / epilogue views and stores in the device body) run here, for sm_100a:
 1. compile (worker subprocess; CUTE_DSL_ARCH=sm_100a is set before cutlass is imported) exactly as the probe's
    `check()` does: `cute.compile(<probe kernel>, *submission._fake_operands(), options="--enable-tvm-ffi")`, the
-   kernel object built by the probe module (tma_probe.probe_kernel / epilogue_probe.EpilogueProbe). The compiled
+   kernel object built by the probe module (tma_loads.probe_kernel / epilogue.EpilogueProbe). The compiled
    TVM-FFI function is written out with `export_to_c`; the PTX is kept.
 2. capture the launch the probe makes: the probe calls the compiled function with its 7 torch tensors through
    TVM-FFI, so the exported object is linked with emu/launch_stubs.c and called the same way
@@ -23,7 +23,7 @@ holds all cta_n B rows).
 
 PDL: the probes run with their configs as launched (KernelConfig's default pdl=True: the launch carries the
 programmatic-dependent-launch attribute). Their stub body waits (griddepcontrol.wait in
-tools/device_stub.DeviceStub.ring_and_loads) before touching global memory, as the kernel does; without that
+probes/device_stub.DeviceStub.ring_and_loads) before touching global memory, as the kernel does; without that
 wait the emulator reports a hazard (a formal race with the previous kernel in the queue).
 
 Negative controls (--negatives): the TMA probe compiled with K_TILE_INDEX = 0 (the kernel loads the previous
@@ -47,13 +47,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PROBE_FILES = {"tma": REPO / "tests" / "tma_probe.py", "epilogue": REPO / "tests" / "epilogue_probe.py"}
+REPO = Path(__file__).resolve().parents[2]
+PROBE_FILES = {"tma": REPO / "probes" / "tma_loads.py", "epilogue": REPO / "probes" / "epilogue.py"}
 ALL_LOADS = (0, 1, 2, 3, 4, 5)  # A, B1, B2, SFA, SFB1, SFB2: the probe's SM100 path
 # (probe, config fields, variant): the probes' own config lists (main()), 1-CTA only
 TMA_CONFIGS = ({"mma_tile_mn": (128, 64)}, {"mma_tile_mn": (128, 128)})
 EPILOGUE_CONFIGS = ({"mma_tile_mn": (128, 64)}, {"mma_tile_mn": (128, 128)}, {"mma_tile_mn": (128, 64), "epi_tile_n": 16})
-# negative controls: module globals of tests/tma_probe.py overridden before tracing (the kernel changes, the check does not)
+# negative controls: module globals of probes/tma_loads.py overridden before tracing (the kernel changes, the check does not)
 NEGATIVES = {
     "wrong_k_tile": {"K_TILE_INDEX": 0},  # the kernel loads k-tile 0; the check expects k-tile 1
     "wrong_n_tile": {"TILE": (1, 1)},     # the CTA on N tile 1 dumps; the check expects N tile 3
@@ -92,7 +92,7 @@ def compile_artifacts(probe: str, config_fields: dict, checked=ALL_LOADS, overri
     from emu.launch import EXPORT_NAME, cached_compile, installed_dsl  # call_host calls __tvm_ffi_<EXPORT_NAME>
 
     overrides = overrides or {}
-    sources = [PROBE_FILES[probe], REPO / "tools" / "device_stub.py", REPO / "submission.py", Path(__file__)]
+    sources = [PROBE_FILES[probe], REPO / "probes" / "device_stub.py", REPO / "submission.py", Path(__file__)]
     key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources], "dsl": installed_dsl(),
            "probe": probe, "config": sorted((k, repr(v)) for k, v in config_fields.items()),
            "checked": list(checked), "overrides": sorted((k, repr(v)) for k, v in overrides.items())}
@@ -102,7 +102,7 @@ def compile_artifacts(probe: str, config_fields: dict, checked=ALL_LOADS, overri
 
 
 def _compile_worker(job_path: str) -> None:
-    # sys.path[0] is tools/: nothing there may shadow a package the DSL imports
+    # run as a script, sys.path[0] is this folder: nothing there may shadow a package the DSL imports
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
     job = json.loads(Path(job_path).read_text())

@@ -1,0 +1,11 @@
+"""How the emulator is checked against hardware and hardware-verified code (its audience: whoever changes emu/).
+
+Each module is one calibration family, runnable from the repository root as `python -m emu.calibration.NAME`:
+  alu            the non-tcgen05 instruction forms against a lent H100/H200 (fixture tests/data/emu_alu_probe_h200.npz)
+  tma_gpu        TMA tile loads and tensor-map encodings against a lent H100/H200 (fixtures in tests/data)
+  gpu_probes     the GPU probes' own kernels (probes/tma_loads.py, probes/epilogue.py) run in the emulator
+  nvidia_example NVIDIA's B200-verified CuTe DSL persistent block-scaled GEMM example
+  gau            gau-nernst's B200-verified CUDA + inline-PTX kernels for this problem
+Public sources are fetched by path at a pinned commit and never copied into this repository.
+The emulator core (emu/*.py) never imports this package.
+"""
