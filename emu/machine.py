@@ -16,11 +16,14 @@ import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .simt import WARP, Warp
-from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard
+from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
 DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
+
+
+SLEPT = Control("slept")  # execute_one: the warp went to sleep on a barrier (its pc already advanced)
 
 
 class Deadlock(EmulatorError):
@@ -76,6 +79,7 @@ class Machine:
         self.cluster_dims = tuple(launch.cluster) if launch.cluster else (1, 1, 1)
         self.dyn_smem = launch.dynamic_smem
         self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0}
+        self.notes = {}  # (rule, where) -> emu.state.Note: model violations with a hardware-verified precedent
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
@@ -210,6 +214,10 @@ class Machine:
             tm = cache[addr] = tma.decode_tensor_map(self.gmem.read(addr, 128).tobytes())
         return tm
 
+    def note(self, rule: str, where: str, precedent: str, detail: str = "") -> None:
+        """Record a Note (emu.state.Note) once per rule and place: the run goes on."""
+        self.notes.setdefault((rule, where), Note(rule, where, precedent, detail))
+
     # ------------------------------------------------------------------ async engine
     def submit(self, cluster, op: AsyncOp) -> None:
         cluster.inflight.append(op)
@@ -283,44 +291,48 @@ class Machine:
                          + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
 
     def step_warp(self, w, quantum: int) -> None:
-        instrs = self.kernel.instrs
         cl = w.cta.cluster
         for _ in range(quantum):
             if w.done:
                 cl.progress += 1
                 return
-            pc, lanes = w.select_lanes()
-            if pc >= len(instrs):
-                raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
-            ins = instrs[pc]
-            w.last_line = ins.line
-            mask = lanes
-            if ins.guard is not None:
-                g = w.read(ins.guard[0], "pred")
-                mask = lanes & (~g if ins.guard[1] else g)
-            self.stats["warp_instructions"] += 1
-            if not mask.any():  # every lane's guard is false: the instruction is skipped
-                w.pc[lanes] += 1
-                continue
-            try:
-                ctl = ins.handler(self, w, ins, mask)
-            except EmulatorError as e:
-                if ins.where() in str(e):
-                    raise
-                raise type(e)(f"{e} [warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}]") from None
-            if ctl is None:
-                w.pc[lanes] += 1
-            elif ctl is BLOCK:
+            ctl = self.execute_one(w)
+            if ctl is BLOCK or ctl is SLEPT or w.blocked_on is not None or w.sleep_key is not None:
                 return
-            elif ctl is JUMPED:
-                pass
-            elif isinstance(ctl, Control) and ctl.kind == "sleep":
-                w.pc[lanes] += 1
-                return
-            else:
-                raise EmulatorError(f"bad control {ctl}")
-            if w.blocked_on is not None or w.sleep_key is not None:
-                return
+
+    def execute_one(self, w):
+        """Run the warp's next instruction (the lanes at its smallest PC). Returns None when the warp may go on,
+        BLOCK when it must retry the same instruction later, SLEPT when it went to sleep on a barrier."""
+        instrs = self.kernel.instrs
+        pc, lanes = w.select_lanes()
+        if pc >= len(instrs):
+            raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
+        ins = instrs[pc]
+        w.last_line = ins.line
+        mask = lanes
+        if ins.guard is not None:
+            g = w.read(ins.guard[0], "pred")
+            mask = lanes & (~g if ins.guard[1] else g)
+        self.stats["warp_instructions"] += 1
+        if not mask.any():  # every lane's guard is false: the instruction is skipped
+            w.pc[lanes] += 1
+            return None
+        try:
+            ctl = ins.handler(self, w, ins, mask)
+        except EmulatorError as e:
+            if ins.where() in str(e):
+                raise
+            raise type(e)(f"{e} [warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}]") from None
+        if ctl is None:
+            w.pc[lanes] += 1
+        elif ctl is BLOCK or ctl is JUMPED:
+            return ctl if ctl is BLOCK else None
+        elif isinstance(ctl, Control) and ctl.kind == "sleep":
+            w.pc[lanes] += 1
+            return SLEPT
+        else:
+            raise EmulatorError(f"bad control {ctl}")
+        return None
 
     # ------------------------------------------------------------------ reports
     def deadlock_report(self, cl) -> str:

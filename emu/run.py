@@ -42,17 +42,25 @@ class EmulationResult:
     checked_elements: int = 0
     stats: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)  # emu.state.Note: model violations with a hardware-verified precedent
 
     @property
     def exit_code(self) -> int:
         return {"match": 0, "mismatch": 1}.get(self.status, 2)
+
+    @property
+    def verdict(self) -> str:
+        """MATCH, MATCH with notes, MISMATCH, DEADLOCK, HAZARD or UNSUPPORTED."""
+        if self.status == "match" and self.notes:
+            return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
+        return self.status.upper()
 
     def summary(self) -> str:
         m, n, k, l = self.shape
         dsl = f" (DSL {self.launch['dsl_version']})" if self.launch.get("dsl_version") else ""
         if self.launch.get("host_path") == "pointer":
             dsl = dsl[:-1] + ", pointer fallback)" if dsl else " (pointer fallback)"
-        return (f"emulated {self.status.upper()}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
+        return (f"emulated {self.verdict}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
                 f"{self.clusters_run}/{self.clusters_total} clusters, {self.checked_elements} elements checked, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
@@ -141,6 +149,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     res.status, res.message, res.clusters_run, res.clusters_total = run.status, run.message, run.clusters_run, run.clusters_total
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
+        res.notes = list(run.machine.notes.values())
     if run.status == "completed":
         res.status, res.message, res.checked_elements = _compare(reference, config, data, gmem, addresses, run.machine,
                                                                  m, n, l, res.clusters_run == res.clusters_total)

@@ -36,6 +36,23 @@ class Unsupported(EmulatorError):
     """An opcode form the emulator does not implement: never a silent no-op."""
 
 
+@dataclass(frozen=True)
+class Note:
+    """A use the PTX memory model or ISA text does not promise but hardware-verified kernels rely on and survive.
+
+    Not a failure: a run with notes ends "MATCH with notes", each naming what it is, where, and the hardware-
+    verified kernel that does the same (its precedent). A rule with no such precedent is a Hazard, not a Note.
+    """
+
+    rule: str  # short stable name, e.g. "mbarrier-init-unpublished"
+    where: str  # PTX line and warp role
+    precedent: str  # the hardware-verified kernel that does the same
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"note [{self.rule}] at {self.where}: {self.detail} (precedent: {self.precedent})"
+
+
 class GlobalMemory:
     """Sparse global memory: a list of allocations, each a numpy byte array at a virtual address."""
 

@@ -68,6 +68,8 @@ def main(argv=None) -> int:
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
                   progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path)
     print(res.summary())
+    for note in res.notes:
+        print("  " + note.describe())
     if res.status != "match":
         print(res.message)
     if args.json:
@@ -76,7 +78,7 @@ def main(argv=None) -> int:
             "label": "emulated", "status": res.status, "config": res.config, "shape": res.shape, "mode": res.mode,
             "message": res.message, "seconds": round(res.seconds, 2), "clusters_run": res.clusters_run,
             "clusters_total": res.clusters_total, "checked_elements": res.checked_elements, "stats": res.stats,
-            "launch": res.launch, "scheduler_seed": args.seed, "input_seed": args.input_seed,
+            "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed, "input_seed": args.input_seed,
             "submission": args.submission}, indent=2))
     return res.exit_code
 
