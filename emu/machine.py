@@ -56,10 +56,27 @@ class ClusterBarrier:
 
 
 class AsyncOp:
-    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue."""
+    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue.
 
-    def __init__(self, name: str, run, queue=None, line: int = 0):
-        self.name, self.run, self.queue, self.line = name, run, queue, line
+    `cost` says what the operation moves or computes, for the timed scheduler (emu.timing): a Cost. The seeded
+    scheduler only counts the global bytes each read asks for (Machine.traffic)."""
+
+    def __init__(self, name: str, run, queue=None, line: int = 0, cost=None):
+        self.name, self.run, self.queue, self.line, self.cost = name, run, queue, line, cost
+
+
+class Cost:
+    """What an asynchronous operation uses. unit: "load" (TMA or bulk copy global -> shared: nbytes read from the
+    global allocation at `source`, delivered to each CTA of `dests`), "store" (shared -> global), "mma"
+    (m, n, k of one tcgen05.mma over the CTAs of `dests`, `a_bytes`/`b_bytes` read from each one's shared memory),
+    "cp" (tcgen05.cp: nbytes from shared to tensor memory), "commit"."""
+
+    __slots__ = ("unit", "nbytes", "source", "dests", "m", "n", "k", "a_bytes", "b_bytes")
+
+    def __init__(self, unit: str, nbytes: int = 0, source: int | None = None, dests=(), m: int = 0, n: int = 0,
+                 k: int = 0, a_bytes: int = 0, b_bytes: int = 0):
+        self.unit, self.nbytes, self.source, self.dests = unit, nbytes, source, tuple(dests)
+        self.m, self.n, self.k, self.a_bytes, self.b_bytes = m, n, k, a_bytes, b_bytes
 
 
 class Machine:
@@ -81,6 +98,7 @@ class Machine:
         self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0}
         self.notes = {}  # (rule, where) -> emu.state.Note: model violations with a hardware-verified precedent
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
+        self.traffic = {}  # global allocation base -> bytes the async loads asked for (one request, any multicast)
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
         # "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
@@ -222,6 +240,8 @@ class Machine:
     def submit(self, cluster, op: AsyncOp) -> None:
         cluster.inflight.append(op)
         self.stats["async_ops"] += 1
+        if op.cost is not None and op.cost.unit == "load":
+            self.traffic[op.cost.source] = self.traffic.get(op.cost.source, 0) + op.cost.nbytes
 
     def _eligible(self, cluster) -> list:
         seen, out = set(), []

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import tcgen05, tma
 from .isa import BLOCK, family, unsupported
-from .machine import AsyncOp
+from .machine import AsyncOp, Cost
 from .mbarrier import check_remote_use, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
@@ -115,8 +115,9 @@ class BulkTensorLoad:
                     note_signal(peer_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
+            cost = Cost("load", nbytes, ex.gmem.allocation(tmap.address)[0], targets)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
-                                                                    nbytes, ins), None, ins.line))
+                                                                    nbytes, ins), None, ins.line, cost))
 
 
 @family("cp.async.bulk.shared::cta", "cp.async.bulk.shared::cluster")
@@ -157,7 +158,8 @@ class BulkCopyLoad:
                 _deliver(dst_cta, dst_off, ex.gmem.read(g, nbytes), dst_cta, mbar_off, nbytes, f"bulk copy ({ins.where()})")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
-            ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line))
+            cost = Cost("load", nbytes, ex.gmem.allocation(g)[0], (dst_cta,))
+            ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line, cost))
 
 
 @family("cp.async.bulk.prefetch")
@@ -349,8 +351,18 @@ def _tc_mma(ex, w, ins, mask):
             if collector in ("use", "lastuse"):
                 ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1
 
-        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line))
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line, _mma_cost(group, args, collector)))
     return None
+
+
+def _mma_cost(group, args, collector) -> Cost:
+    """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector)
+    and N/len(group) rows of B (cta_group::2 splits B between the pair), FP4: K/2 bytes a row (module docstring of
+    emu.tcgen05, Q1-Q6)."""
+    d = tcgen05.decode_instr_descriptor(args[3], "mxf4nvf4")
+    rows_a, rows_b = d.m // len(group), d.n // len(group)
+    a_bytes = 0 if collector in ("use", "lastuse") else rows_a * d.k // 2
+    return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * d.k // 2, dests=group)
 
 
 def _tc_cp(ex, w, ins, mask):
@@ -362,7 +374,7 @@ def _tc_cp(ex, w, ins, mask):
         taddr, sdesc = int(t[lane]), int(s[lane])
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
                                          tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
-                                         _issuing_queue(w), ins.line))
+                                         _issuing_queue(w), ins.line, Cost("cp", 32 * 16, dests=group)))
     return None
 
 
@@ -395,7 +407,7 @@ def _tc_commit(ex, w, ins, mask):
             for tcta, bar in bars:
                 bar.arrive(1, f"tcgen05.commit ({ins.where()})")
 
-        ex.submit(w.cta.cluster, AsyncOp("tcgen05.commit", run, _issuing_queue(w), ins.line))
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.commit", run, _issuing_queue(w), ins.line, Cost("commit", dests=(w.cta,))))
     return None
 
 
@@ -528,7 +540,7 @@ class BulkTensorStore:
             token = _BulkOp()
             pending.setdefault(lane, []).append(token)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", _tma_store_run(ex, tmap, c, cta, off, token, ins),
-                                             None, ins.line))
+                                             None, ins.line, Cost("store", tma.box_bytes(tmap), dests=(cta,))))
         return None
 
 

@@ -116,14 +116,23 @@ def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
     return [ids[i] for i in picked]
 
 
-def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
-            seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
-            clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
-            max_quantum: int = 24, dsl: str = "default", host_path: str = "tvm_ffi") -> EmulationResult:
-    t0 = time.time()
-    sub = load_submission(submission)
-    import reference
+@dataclass
+class Prepared:
+    """A submission's kernel ready to run: its config, inputs in emulated global memory (C poisoned NaN) and the
+    launch its real host code makes for them."""
 
+    config: object
+    data: tuple
+    gmem: GlobalMemory
+    addresses: dict
+    cap: object
+
+
+def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
+            seed: int = 1111, submission: str | Path = REPO / "submission.py", sm_count: int | None = None,
+            input_seed: int | None = None, dsl: str = "default", host_path: str = "tvm_ffi"):
+    """Prepared, or an EmulationResult saying why the config cannot run this shape."""
+    sub = load_submission(submission)
     if config_name is None:
         config = sub.config_for(m, n, k, l)
     else:
@@ -133,18 +142,38 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
         config = matches[0]
     ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
-    res = EmulationResult("unsupported", config.name, (m, n, k, l), mode)
     if not ok:
-        res.message = f"{config.name} cannot implement {m}x{n}x{k}x{l}: {why}"
-        return res
+        return EmulationResult("unsupported", config.name, (m, n, k, l), mode,
+                               message=f"{config.name} cannot implement {m}x{n}x{k}x{l}: {why}")
+    import reference
+
     data = reference.generate_input(m, n, k, l, seed if input_seed is None else input_seed, mode=mode, device="cpu")
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
     cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
                          host_path=host_path)
-    res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
-                  "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path}
+    return Prepared(config, data, gmem, addresses, cap)
+
+
+def launch_summary(cap, host_path: str = "tvm_ffi") -> dict:
+    return {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
+            "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path}
+
+
+def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
+            seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
+            clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
+            max_quantum: int = 24, dsl: str = "default", host_path: str = "tvm_ffi") -> EmulationResult:
+    t0 = time.time()
+    prep = prepare(m, n, k, l, config_name, mode, seed, submission, sm_count, input_seed, dsl, host_path)
+    if isinstance(prep, EmulationResult):
+        return prep
+    import reference
+
+    config, data, gmem, addresses, cap = prep.config, prep.data, prep.gmem, prep.addresses, prep.cap
+    res = EmulationResult("unsupported", config.name, (m, n, k, l), mode)
+    res.launch = launch_summary(cap, host_path)
     run = execute(cap, gmem, sched_seed, clusters, progress, max_quantum)
     res.status, res.message, res.clusters_run, res.clusters_total = run.status, run.message, run.clusters_run, run.clusters_total
     if run.machine is not None:

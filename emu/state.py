@@ -82,6 +82,13 @@ class GlobalMemory:
                 return buf
         raise Hazard(f"no global allocation starts at {addr:#x}")
 
+    def allocation(self, addr: int) -> tuple[int, int]:
+        """(base, size) of the allocation holding addr."""
+        for base, buf in self._allocs:
+            if base <= addr < base + buf.size:
+                return base, buf.size
+        raise Hazard(f"{addr:#x} is outside every global allocation")
+
     def _find(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
         for base, buf in self._allocs:
             if base <= addr and addr + nbytes <= base + buf.size:

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Run submission.py's compiled kernel in the SM100 emulator (no GPU needed) and check C.
+"""Run submission.py's compiled kernel in the SM100 emulator (no GPU needed) and check C; with --timing, time it.
 
     python tools/emulate.py --shape M,N,K[,L] [--config NAME] [--mode strict|leaderboard] [--seed S]
                             [--submission PATH] [--clusters all|N] [--json PATH]
+    python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
+                            [--trace PATH] [--full-grid] [--cost NAME=VALUE ...]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
 captures its real host-side launch, runs every warp of the chosen clusters in the emulator
@@ -10,6 +12,12 @@ captures its real host-side launch, runs every warp of the chosen clusters in th
 Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard or unsupported instruction
 (with the report). Every result is "emulated": it says what the PTX computes under the PTX ISA's
 semantics as the emulator implements them, nothing about B200 timing.
+
+--timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
+programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
+cluster), costs from emu/timing/b200.yaml (--cost NAME=VALUE overrides a row). It also checks C for the clusters it
+simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
+--trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
 """
 from __future__ import annotations
 
@@ -52,12 +60,19 @@ def main(argv=None) -> int:
                     help="the launcher custom_kernel uses with apache-tvm-ffi (default) or its pointer fallback "
                          "(what runs where apache-tvm-ffi is missing)")
     ap.add_argument("--json", default=None, help="write the result here")
+    ap.add_argument("--timing", action="store_true", help="time one leaderboard call in the timed emulator")
+    ap.add_argument("--trace", default=None, help="with --timing: write a Chrome trace here and a PNG beside it")
+    ap.add_argument("--full-grid", action="store_true", help="with --timing: simulate every cluster, not one per wave")
+    ap.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
+                    help="with --timing: override a row of emu/timing/b200.yaml (repeatable)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
 
+    m, n, k, l = args.shape
+    if args.timing:
+        return _timed(args)
     from emu.run import emulate
 
-    m, n, k, l = args.shape
     t0 = time.time()
 
     def progress(done, total):
@@ -80,6 +95,53 @@ def main(argv=None) -> int:
             "clusters_total": res.clusters_total, "checked_elements": res.checked_elements, "stats": res.stats,
             "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed, "input_seed": args.input_seed,
             "submission": args.submission}, indent=2))
+    return res.exit_code
+
+
+def _timed(args) -> int:
+    from emu.timing import costs as cost_table
+    from emu.timing.call import timed_emulate
+
+    overrides = {}
+    for item in args.cost:
+        name, _, value = item.partition("=")
+        overrides[name] = float(value)
+    costs = cost_table.load(overrides=overrides)
+    t0 = time.time()
+
+    def progress(cycle, instructions, seconds):
+        print(f"  {costs.us(cycle):.2f} us simulated, {instructions} warp-instructions ({seconds:.0f} s)",
+              file=sys.stderr, flush=True)
+
+    m, n, k, l = args.shape
+    res, timed = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
+                               submission=args.submission, costs=costs, full_grid=args.full_grid,
+                               trace=bool(args.trace), progress=progress, sched_seed=args.seed, dsl=args.dsl,
+                               host_path=args.host_path)
+    print(res.summary())
+    if res.status != "match":
+        print(res.message)
+    if timed is None or timed.status != "completed":
+        return res.exit_code
+    for name, value in sorted(timed.utilisation.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<22} busy {value:6.1%}")
+    if args.trace:
+        Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
+        meta = {"label": "timed", "shape": [m, n, k, l], "config": res.config, "line": timed.line()}
+        timed.trace.chrome(Path(args.trace), costs.us(1), timed.machine.marks, meta)
+        timed.trace.png(Path(args.trace).with_suffix(".png"))
+        print(f"  trace: {args.trace} (Chrome trace JSON) and {Path(args.trace).with_suffix('.png')}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({
+            "label": "timed", "status": res.status, "config": res.config, "shape": res.shape, "mode": res.mode,
+            "per_call_us": round(timed.per_call_us, 3), "kernel_us": round(timed.kernel_us, 3),
+            "start_us": round(timed.start_us, 3), "phases_us": {k: round(v, 3) for k, v in timed.phases_us.items()},
+            "utilisation": {k: round(v, 4) for k, v in timed.utilisation.items()}, "binds": timed.binds,
+            "clusters_simulated": timed.clusters_simulated, "clusters_total": timed.clusters_total,
+            "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
+            "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
+    print(timed.line())
     return res.exit_code
 
 

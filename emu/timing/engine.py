@@ -1,0 +1,421 @@
+"""TimedMachine: the emulator's warps and asynchronous operations on a clock.
+
+What is simulated (the costs are emu/timing/b200.yaml's rows, named here in backquotes):
+- Warps issue one instruction at a time on their SM sub-partition (warp w on sub-partition w % 4) when the
+  sub-partition's issue slot is free. The PTX is not the SASS: ptxas schedules a straight run of arithmetic so that
+  independent work hides latencies. So arithmetic, conversions, shuffles, register and shared loads and tcgen05.ld
+  ("dataflow" instructions) never stall at issue: each destination register is ready `latency` cycles after both
+  the issue and its sources (a scoreboard over the PTX registers), and MUFU and f16 conversion work takes the first
+  free slot of the sub-partition's MUFU / conversion pipe (`mufu_issue` / `cvt_f16_issue` cycles each) without
+  holding the issue slot. Every other instruction (stores, branches,
+  barriers, mbarrier, tcgen05.mma/cp/commit/wait, fences, TMA) waits at issue for its source registers: a chain of
+  arithmetic costs its latency where something consumes it, and its issue slots everywhere. Global stores go through
+  the SM's store path (`store_bytes_per_clk`), shared-memory accesses through its shared-memory port, tcgen05.ld
+  through the tensor-memory read port; tcgen05.wait::ld waits for them.
+- A warp whose mbarrier try_wait fails sleeps until that barrier changes, then wakes `mbarrier_wake_latency` later;
+  a warp held at bar.sync / barrier.cluster / a tcgen05 pair rendezvous continues `barrier_latency` after release.
+- Asynchronous operations complete at a time computed when they are issued:
+  * loads (TMA, bulk copies): the SM's TMA engine (`tma_issue_cycles` per request), then bytes through the chip's
+    HBM share (only the fraction of the request that is a first read of those bytes in the grid: 1 / reuse, see
+    emu.timing.call), the chip's L2 share, each destination SM's L2 -> SM path and shared-memory port, then the
+    L2 latency, plus (1 / reuse) of the extra HBM latency;
+  * tcgen05.mma: the SMs of its CTA group's tensor cores in order; it lasts max(math at `mma_mac_per_clk`,
+    shared-memory operand bytes at the port) and completes after `mma_latency` (by N and cta_group);
+  * tcgen05.cp / tcgen05.commit: in order behind the SM's earlier tcgen05 operations (PTX ISA 9.7.16.6: pipelined
+    tcgen05 instructions of a thread execute in order).
+  Functional effects (data written, barriers signalled) happen at that completion time, in time order.
+- griddepcontrol.wait, in a kernel launched with programmatic dependent launch, returns at `wait_release`.
+Time only moves forward: the engine pops the earliest event (a warp ready to issue, or an operation completing) and a
+warp runs while its next issue time is not later than the next event.
+"""
+from __future__ import annotations
+
+import heapq
+import time as wallclock
+
+from ..isa import BLOCK
+from ..machine import SLEPT, Deadlock, Machine
+from ..ptx import Addr, Pair, Reg, TensorCoords, Vec
+from ..state import Hazard
+
+WARP_EVENT, OP_EVENT, TIMEOUT_EVENT = 0, 1, 2
+MUFU_BASES = {"ex2", "rcp", "tanh", "lg2", "sin", "cos", "rsqrt", "sqrt"}
+# Instructions whose first operand is not a destination register.
+NO_DEST_BASES = {"st", "bar", "barrier", "bra", "fence", "prefetch", "griddepcontrol", "exit", "ret", "red", "cp",
+                 "membar", "trap", "setmaxnreg", "tcgen05"}
+NO_DEST_FORMS = {("mbarrier", "init"), ("mbarrier", "expect_tx")}
+# Dataflow instruction classes: no stall at issue for their sources (see the module docstring).
+DATAFLOW = {"alu", "alu64", "mufu", "cvt16", "ld_param", "ld_smem", "ld_dsmem", "shfl", "elect", "tmem_ld"}
+STORE_QUEUE_CYCLES = 64  # a store may issue while the store path is at most this far behind (a queue of a few stores)
+
+
+def _regs(op) -> list:
+    if isinstance(op, Reg):
+        return [op.name]
+    if isinstance(op, Vec):
+        return [x.name for x in op.items if isinstance(x, Reg)]
+    if isinstance(op, Addr):
+        return [op.base.name] if isinstance(op.base, Reg) else []
+    if isinstance(op, Pair):
+        return [op.first.name, op.second.name]
+    if isinstance(op, TensorCoords):
+        return _regs(op.tensor_map) + [c.name for c in op.coords if isinstance(c, Reg)]
+    return []
+
+
+def classify(ins) -> tuple:
+    """(cost class, source registers, destination registers) of one instruction, computed once."""
+    b, p = ins.base, ins.parts
+    if b in MUFU_BASES and "approx" in p:
+        cls = "mufu"
+    elif b == "cvt" and any("f16" in x for x in p[1:]):
+        cls = "cvt16"
+    elif b == "ld":
+        cls = ("ld_param" if "param" in p else "ld_dsmem" if "shared::cluster" in p else
+               "ld_smem" if any(x.startswith("shared") for x in p) else "ld_global")
+    elif b == "st":
+        cls = "st_global" if "global" in p else "st_smem" if any(x.startswith("shared") for x in p) else "alu"
+    elif b in ("shfl", "elect"):
+        cls = b
+    elif b in ("bar", "barrier"):
+        cls = "barrier"
+    elif b == "tcgen05":
+        cls = {"ld": "tmem_ld", "wait::ld": "tmem_wait"}.get(p[1], "tcgen05")
+    elif b == "griddepcontrol" and p[1] == "wait":
+        cls = "griddep_wait"
+    elif b in ("add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "min", "max", "neg") and p[-1][-2:] == "64":
+        cls = "alu64"
+    else:
+        cls = "alu"
+    ops = list(ins.operands)
+    has_dest = b not in NO_DEST_BASES and tuple(p[:2]) not in NO_DEST_FORMS and ops
+    dsts = _regs(ops[0]) if has_dest else []
+    srcs = [r for op in (ops[1:] if has_dest else ops) for r in _regs(op)]
+    if ins.guard is not None:
+        srcs.append(ins.guard[0].name)
+    return cls, tuple(srcs), tuple(dsts)
+
+
+class TimedMachine(Machine):
+    """emu.machine.Machine with a clock. `placement` maps each simulated cluster id to (start cycle, [SM per CTA]);
+    `shares` holds the chip-wide Bandwidths (HBM, L2) already scaled to the simulated SMs' share; `reuse` maps a
+    global allocation base to how many times the grid reads each of its bytes (emu.timing.call)."""
+
+    def __init__(self, kernel, launch, gmem, costs, placement: dict, shares: dict, reuse: dict, wait_release: float,
+                 seed: int = 0, trace=None, progress=None):
+        super().__init__(kernel, launch, gmem, seed=seed)
+        self.costs = costs
+        self.placement = placement
+        self.hbm, self.l2 = shares["hbm"], shares["l2"]
+        self.reuse = reuse
+        self.wait_release = wait_release
+        self.trace = trace
+        self.tick = progress
+        self.now = 0.0
+        self.heap = []
+        self.seq = 0
+        self.marks = {}  # CTA id -> {"start", "first_load", "first_mma", "last_mma", "commits": [...], "end"}
+        self.sms = sorted({id(sm): sm for _, sms in placement.values() for sm in sms}.values(), key=lambda s: s.index)
+        self.queue_done = {}  # in-order async queue -> completion of its last operation
+        c = costs
+        self.latency = {"alu": c.alu_latency, "alu64": c.alu_latency * 2, "mufu": c.mufu_latency,
+                        "cvt16": c.alu_latency, "ld_param": c.param_load_latency, "ld_smem": c.smem_load_latency,
+                        "ld_dsmem": c.dsmem_load_latency, "ld_global": c.l2_hit_latency, "st_global": 0,
+                        "st_smem": 0, "shfl": c.shfl_latency, "elect": c.elect_latency, "barrier": 0,
+                        "tmem_ld": c.tmem_ld_latency, "tmem_wait": 0, "tcgen05": 0, "griddep_wait": 0}
+        self.issue_cycles = {"alu64": c.alu64_issue}
+        # The published single-MMA latency runs from issue to the waiting thread seeing the commit's arrival; the parts
+        # this engine adds itself are taken off it.
+        self.mma_own_latency = c.mma_issue_latency + c.tcgen05_commit_latency + c.mbarrier_wake_latency
+        for ins in kernel.instrs:
+            ins.timing = classify(ins)
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: float, kind: int, obj) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, obj))
+
+    def _wake(self, w, t: float) -> None:
+        w.parked = None
+        self._push(max(t, w.t_next), WARP_EVENT, w)
+        if self.trace is not None:
+            self.trace.end_wait(w, t)
+
+    def _park(self, w, why: str) -> None:
+        w.parked = why
+        w.park_serial = getattr(w, "park_serial", 0) + 1
+        w.cta.cluster.parked.append(w)
+        if why == "sleep":
+            # try_wait suspends for a system-dependent time limit, then returns false and the PTX loop tries again
+            # (PTX ISA 9.7.13.15.16): a warp whose wait was only a probe goes on even if the barrier never changes.
+            self._push(self.now + self.costs.try_wait_timeout, TIMEOUT_EVENT, (w, w.park_serial))
+        if self.trace is not None:
+            what = w.blocked_on.describe() if w.blocked_on is not None else (
+                w.sleep_key[0].describe() if w.sleep_key is not None else "retry")
+            self.trace.begin_wait(w, self.now, what)
+
+    def _scan(self, cl) -> None:
+        """Wake the cluster's parked warps whose barrier changed or was released."""
+        if cl.progress == cl.scan_mark:
+            return
+        cl.scan_mark = cl.progress
+        keep = []
+        c = self.costs
+        for w in cl.parked:
+            if w.parked == "sleep":
+                bar, version = w.sleep_key
+                if bar.version != version:
+                    w.sleep_key = None
+                    self._wake(w, self.now + c.mbarrier_wake_latency)
+                    continue
+            elif w.parked == "blocked":
+                if w.blocked_on is None:
+                    self._wake(w, self.now + c.barrier_latency)
+                    continue
+            else:  # retry: an instruction that could not complete yet (e.g. a bulk wait_group)
+                self._wake(w, self.now + 1)
+                continue
+            keep.append(w)
+        cl.parked = keep
+
+    # ------------------------------------------------------------------ running
+    def run(self, cluster_ids=None) -> None:
+        ids = list(self.placement) if cluster_ids is None else cluster_ids
+        self.clusters_run = []
+        for cid in ids:
+            start, sms = self.placement[cid]
+            cl = self.build_cluster(cid)
+            cl.parked, cl.scan_mark = [], -1
+            self.clusters_run.append(cl)
+            for cta, sm in zip(cl.ctas, sms):
+                cta.sm = sm
+                self.marks[cta.ctaid] = {"start": start, "commits": []}
+                for w in cta.warps:
+                    w.smsp = w.warp_id % len(sm.issue)
+                    w.t_next = start + self.costs.cta_start_cycles
+                    w.reg_ready = {}
+                    w.tmem_ready = 0.0
+                    w.parked = None
+                    self._push(w.t_next, WARP_EVENT, w)
+        t0, last_report = wallclock.time(), wallclock.time()
+        while True:
+            while self.heap:
+                t, _, kind, obj = heapq.heappop(self.heap)
+                self.now = t
+                if kind == OP_EVENT:
+                    cl, op = obj
+                    cl.inflight.remove(op)
+                    op.run()
+                    cl.progress += 1
+                    self._scan(cl)
+                elif kind == TIMEOUT_EVENT:
+                    w, serial = obj
+                    if w.parked == "sleep" and w.park_serial == serial:
+                        w.sleep_key = None
+                        w.cta.cluster.parked.remove(w)
+                        self._wake(w, self.now)
+                else:
+                    self._advance(obj)
+                if self.tick is not None and wallclock.time() - last_report > 5:
+                    last_report = wallclock.time()
+                    self.tick(self.now, self.stats["warp_instructions"], wallclock.time() - t0)
+            if not self._wake_spinners():
+                break
+        for cl in self.clusters_run:
+            if any(not w.done for cta in cl.ctas for w in cta.warps):
+                raise Deadlock(self.deadlock_report(cl))
+            for cta in cl.ctas:
+                if cta.tmem_allocs:
+                    raise Hazard(f"CTA {cta.ctaid} exited with tensor memory still allocated: {cta.tmem_allocs}")
+
+    def _wake_spinners(self) -> bool:
+        """Nothing is scheduled: every remaining warp sleeps on an incomplete mbarrier or is blocked. A try_wait may be
+        a probe rather than a wait, so let the sleepers run once more; if that changes nothing, it is a deadlock."""
+        woke = False
+        for cl in self.clusters_run:
+            sleepers = [w for w in cl.parked if w.parked == "sleep"]
+            if sleepers and cl.progress != getattr(cl, "spin_mark", None):
+                cl.spin_mark = cl.progress
+                for w in sleepers:
+                    w.sleep_key = None
+                    cl.parked.remove(w)
+                    self._wake(w, self.now + 1)
+                woke = True
+        return woke
+
+    def _advance(self, w) -> None:
+        """Issue the warp's instructions while none of them would issue after the next scheduled event."""
+        if w.done or w.parked is not None:
+            return
+        instrs = self.kernel.instrs
+        cl = w.cta.cluster
+        while True:
+            pc, lanes = w.select_lanes()
+            if pc >= len(instrs):
+                raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
+            ins = instrs[pc]
+            t = self._issue_time(w, ins)
+            if self.heap and t > self.heap[0][0]:
+                self._push(t, WARP_EVENT, w)
+                return
+            self.now = t
+            nlanes = int(lanes.sum())
+            ctl = self.execute_one(w)
+            self._account(w, ins, t, nlanes)
+            if ctl is BLOCK or ctl is SLEPT:
+                self._park(w, "sleep" if ctl is SLEPT else "blocked" if w.blocked_on is not None else "retry")
+                self._scan(cl)
+                return
+            if w.done:
+                self._cta_exit_check(w.cta)
+                self._scan(cl)
+                return
+            if cl.progress != cl.scan_mark:
+                self._scan(cl)
+
+    def _issue_time(self, w, ins) -> float:
+        cls, srcs, _ = ins.timing
+        sm = w.cta.sm
+        t = max(self.now, w.t_next, sm.issue[w.smsp].free)
+        if cls in DATAFLOW:
+            return t
+        t = max(t, self._sources_ready(w, srcs))
+        if cls == "tmem_wait":
+            t = max(t, w.tmem_ready)
+        elif cls == "st_global":
+            t = max(t, sm.store.free - STORE_QUEUE_CYCLES)
+        elif cls == "griddep_wait" and self.pdl:
+            t = max(t, self.wait_release)
+        return t
+
+    @staticmethod
+    def _sources_ready(w, srcs) -> float:
+        ready, t = w.reg_ready, 0.0
+        for r in srcs:
+            v = ready.get(r)
+            if v is not None and v > t:
+                t = v
+        return t
+
+    def _account(self, w, ins, t: float, nlanes: int) -> None:
+        cls, srcs, dsts = ins.timing
+        sm = w.cta.sm
+        c = self.costs
+        issue = self.issue_cycles.get(cls, 1)
+        sm.issue[w.smsp].occupy(t, issue)
+        w.t_next = t + issue
+        start = max(t, self._sources_ready(w, srcs)) if cls in DATAFLOW else t
+        if cls in ("mufu", "cvt16"):
+            pipe, cycles = (sm.mufu[w.smsp], c.mufu_issue) if cls == "mufu" else (sm.convert[w.smsp], c.cvt_f16_issue)
+            pipe.forget_before(self.now)
+            start = pipe.occupy(start, cycles)[0]
+        ready = start + self.latency[cls]
+        if cls == "tmem_ld":
+            nbytes = 32 * 4 * len(dsts)
+            ready = sm.tmem_read.transfer(start, nbytes) + c.tmem_ld_latency
+            w.tmem_ready = max(w.tmem_ready, ready)
+        elif cls in ("st_global", "st_smem", "ld_smem"):
+            nbytes = nlanes * _access_bytes(ins)
+            if cls == "st_global":
+                done = max(sm.store.transfer(t, nbytes), self.l2.transfer(t, nbytes)) + c.l2_hit_latency
+                sm.stores_done = max(sm.stores_done, done)
+            else:
+                sm.smem.transfer(t, nbytes)
+        for d in dsts:
+            w.reg_ready[d] = ready
+        if self.trace is not None:
+            self.trace.busy(w, t, t + issue)
+
+    def _cta_exit_check(self, cta) -> None:
+        if all(x.done for x in cta.warps):
+            self.marks[cta.ctaid]["end"] = max(self.now, cta.sm.stores_done)
+
+    # ------------------------------------------------------------------ asynchronous operations
+    def submit(self, cluster, op) -> None:
+        cluster.inflight.append(op)
+        self.stats["async_ops"] += 1
+        done = self._completion(op)
+        if op.queue is not None:
+            done = max(done, self.queue_done.get(op.queue, 0.0))
+            self.queue_done[op.queue] = done
+        self._push(done, OP_EVENT, (cluster, op))
+
+    def _completion(self, op) -> float:
+        cost, c, t = op.cost, self.costs, self.now
+        if cost is None:
+            raise Hazard(f"{op.name}: an asynchronous operation without a cost record cannot be timed")
+        if cost.unit == "load":
+            first = 1.0 / max(self.reuse.get(cost.source, 1.0), 1.0)  # the part of the request first read from HBM
+            issuer = cost.dests[0].sm if cost.dests else None
+            sms = [d.sm for d in cost.dests]
+            t0 = issuer.tma.occupy(t, c.tma_issue_cycles)[1]
+            done = max(self.hbm.transfer(t0, cost.nbytes * first), self.l2.transfer(t0, cost.nbytes),
+                       *(sm.l2_in.transfer(t0, cost.nbytes) for sm in sms),
+                       *(sm.smem.transfer(t0, cost.nbytes) for sm in sms))
+            done += c.l2_hit_latency + first * (c.hbm_latency - c.l2_hit_latency)
+            self._mark(cost.dests[0], "first_load", t)
+            if self.trace is not None:
+                self.trace.unit(cost.dests[0], "TMA", t, done, op.name)
+            return done
+        if cost.unit == "mma":
+            sms = [d.sm for d in cost.dests]
+            start = max(t + c.mma_issue_latency, *(sm.tensor.free for sm in sms), *(sm.tc_ordered for sm in sms))
+            per_sm_rows = cost.m // len(sms)
+            math = per_sm_rows * cost.n * cost.k / c.mma_mac_per_clk
+            port = max(sm.smem.transfer(start, cost.a_bytes + cost.b_bytes) for sm in sms) - start
+            busy = max(math, port) + (c.mma_2sm_overhead if len(sms) == 2 else 0.0)
+            for sm in sms:
+                sm.tensor.occupy(start, busy)
+            done = start + max(busy, c.mma_latency(cost.n, len(sms)) - self.mma_own_latency)
+            for sm in sms:
+                sm.tc_ordered = max(sm.tc_ordered, start)
+            self._mark(cost.dests[0], "first_mma", start)
+            self.marks[cost.dests[0].ctaid]["last_mma"] = done
+            self.stats["mma_busy_cycles"] = self.stats.get("mma_busy_cycles", 0.0) + busy
+            if self.trace is not None:
+                self.trace.unit(cost.dests[0], "tensor core", start, start + busy, op.name)
+            return done
+        if cost.unit == "cp":
+            sms = [d.sm for d in cost.dests]
+            start = max(t + c.mma_issue_latency, *(sm.tc_ordered for sm in sms))
+            for sm in sms:
+                sm.smem.transfer(start, cost.nbytes)
+                sm.tc_ordered = start
+            return start + c.tcgen05_cp_latency
+        if cost.unit == "commit":
+            done = t + c.tcgen05_commit_latency
+            self.marks[cost.dests[0].ctaid]["commits"].append(done)
+            return done
+        if cost.unit == "store":
+            sm = cost.dests[0].sm
+            done = max(sm.smem.transfer(t, cost.nbytes), sm.store.transfer(t, cost.nbytes),
+                       self.l2.transfer(t, cost.nbytes)) + c.l2_hit_latency
+            sm.stores_done = max(sm.stores_done, done)
+            return done
+        raise Hazard(f"{op.name}: unknown cost unit {cost.unit}")
+
+    def _mark(self, cta, key: str, t: float) -> None:
+        m = self.marks[cta.ctaid]
+        if key not in m:
+            m[key] = t
+
+
+def _access_bytes(ins) -> int:
+    """Bytes one lane moves in a ld/st: vector width x element size."""
+    vec = next((int(p[1:]) for p in ins.parts if p in ("v2", "v4", "v8")), 1)
+    ty = ins.parts[-1]
+    bits = int("".join(ch for ch in ty if ch.isdigit()) or 32)
+    return vec * max(bits // 8, 1)
+
+
+def utilisation(sms: list, span: float) -> dict:
+    """Busy fraction of every unit of the simulated SMs (the busiest of each kind), over `span` cycles."""
+    out = {}
+    if span <= 0:
+        return out
+    for sm in sms:
+        for unit in sm.units():
+            kind = unit.name.split(" ", 1)[1].rstrip("0123456789 ").strip()
+            out[kind] = max(out.get(kind, 0.0), unit.busy / span)
+    return out
+
