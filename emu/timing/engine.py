@@ -59,7 +59,7 @@ def _regs(op) -> list:
     if isinstance(op, Pair):
         return [op.first.name, op.second.name]
     if isinstance(op, TensorCoords):
-        return _regs(op.tensor_map) + [c.name for c in op.coords if isinstance(c, Reg)]
+        return _regs(op.tensor_map) + [x.name for x in op.coords if isinstance(x, Reg)]
     return []
 
 
@@ -362,8 +362,9 @@ class TimedMachine(Machine):
             start = max(t + c.mma_issue_latency, *(sm.tensor.free for sm in sms), *(sm.tc_ordered for sm in sms))
             per_sm_rows = cost.m // len(sms)
             math = per_sm_rows * cost.n * cost.k / c.mma_mac_per_clk
-            port = max(sm.smem.transfer(start, cost.a_bytes + cost.b_bytes) for sm in sms) - start
-            busy = max(math, port) + (c.mma_2sm_overhead if len(sms) == 2 else 0.0)
+            nbytes = (cost.a_bytes + cost.b_bytes) * (c.mma_2sm_smem_factor if len(sms) == 2 else 1.0)
+            port = max(sm.smem.transfer(start, nbytes) for sm in sms) - start
+            busy = max(math, port)
             for sm in sms:
                 sm.tensor.occupy(start, busy)
             done = start + max(busy, c.mma_latency(cost.n, len(sms)) - self.mma_own_latency)
