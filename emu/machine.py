@@ -203,9 +203,19 @@ class Machine:
             val = 1
         elif base == "%dynamic_smem_size":
             val = self.dyn_smem
+        elif base in ("%globaltimer", "%globaltimer_lo", "%clock64", "%clock"):
+            # PTX ISA 10 "Special Registers": %globaltimer counts nanoseconds, %clock64 SM cycles. The functional
+            # machine has no clock, so both count executed warp-instructions (monotone, as the ISA requires); the
+            # timed machine (emu.timing.engine) gives simulated time.
+            ns, cycles = self.timer()
+            val = (ns if base.startswith("%globaltimer") else cycles) & (0xFFFFFFFF if base in ("%globaltimer_lo", "%clock") else (1 << 63) - 1)
         else:
             raise EmulatorError(f"special register {name} is not implemented")
         return np.broadcast_to(np.asarray(val, np.int64), (WARP,)).copy()
+
+    def timer(self) -> tuple[int, int]:
+        """(%globaltimer in ns, %clock64 in cycles) now."""
+        return self.clock, self.clock
 
     @property
     def clock(self) -> int:

@@ -31,7 +31,8 @@ def _mods(ins, known):
 class Mov:
     SPECIAL = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%cluster_ctarank",
                "%cluster_nctarank", "%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%smid",
-               "%nsmid", "%is_explicit_cluster", "%dynamic_smem_size", "%total_smem_size")
+               "%nsmid", "%is_explicit_cluster", "%dynamic_smem_size", "%total_smem_size", "%globaltimer",
+               "%clock")
 
     @staticmethod
     def decode(ins):

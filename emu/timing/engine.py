@@ -130,6 +130,11 @@ class TimedMachine(Machine):
         for ins in kernel.instrs:
             ins.timing = classify(ins)
 
+    def timer(self) -> tuple[int, int]:
+        """Simulated time: %globaltimer in ns at the table's clock, %clock64 in cycles (both from the call's frame, where
+        the previous kernel ended at 0)."""
+        return int(self.costs.us(self.now) * 1000), int(self.now)
+
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj) -> None:
         self.seq += 1
