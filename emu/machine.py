@@ -242,6 +242,9 @@ class Machine:
             tm = cache[addr] = tma.decode_tensor_map(self.gmem.read(addr, 128).tobytes())
         return tm
 
+    def prefetch(self, source: int, nbytes: int) -> None:
+        """An L2 prefetch of nbytes of the global allocation at `source`: no effect on what any instruction computes."""
+
     def note(self, rule: str, where: str, precedent: str, detail: str = "") -> None:
         """Record a Note (emu.state.Note) once per rule and place: the run goes on."""
         self.notes.setdefault((rule, where), Note(rule, where, precedent, detail))

@@ -164,17 +164,27 @@ class BulkCopyLoad:
 
 @family("cp.async.bulk.prefetch")
 class BulkPrefetch:
-    """cp.async.bulk.prefetch.L2.global / cp.async.bulk.prefetch.tensor.Nd.L2.global{.L2::cache_hint} (PTX ISA
-    9.7.9.25.4.3 / 9.7.9.25.5.3): an L2 prefetch hint with no architectural effect on memory contents; a no-op here."""
+    """cp.async.bulk.prefetch.L2.global [src], size / cp.async.bulk.prefetch.tensor.Nd.L2.global{.L2::cache_hint}
+    [tmap, {coords}] (PTX ISA 9.7.9.25.4.3 / 9.7.9.25.5.3): an L2 prefetch hint with no architectural effect on
+    memory contents. Functionally a no-op; the machine is told which allocation and how many bytes (the timed
+    machine charges HBM for them and serves later loads of them from L2)."""
 
     @staticmethod
     def decode(ins):
         if "L2" not in ins.parts or "global" not in ins.parts:
             raise unsupported(ins)
-        return None
+        return "tensor" in ins.parts
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        for lane in _lane(mask):
+            if ins.info:
+                tens = ins.operands[0]
+                tmap = ex.tensor_map(int(to_bits(w.read(tens.tensor_map, "b64", ex), "b64")[lane]))
+                ex.prefetch(ex.gmem.allocation(tmap.address)[0], tma.box_bytes(tmap))
+            else:
+                src = int(lane_addresses(ex, w, ins.operands[0], 64)[lane])
+                ex.prefetch(ex.gmem.allocation(src)[0], int(w.read(ins.operands[1], "u32", ex)[lane]))
         return None
 
 

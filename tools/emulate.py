@@ -5,6 +5,7 @@
                             [--submission PATH] [--clusters all|N] [--json PATH]
     python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
                             [--trace PATH] [--full-grid] [--cost NAME=VALUE ...]
+    python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
 captures its real host-side launch, runs every warp of the chosen clusters in the emulator
@@ -18,6 +19,9 @@ programmatic dependent launch overlaps included), representative clusters with b
 cluster), costs from emu/timing/b200.yaml (--cost NAME=VALUE overrides a row). It also checks C for the clusters it
 simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
 --trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
+--calibration judges the timed emulator on public B200 version logs (emu/calibration/timing.py): every point of
+emu/calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
+docs/timing_calibration.md (and .json).
 """
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ def parse_shape(text: str) -> tuple:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", type=parse_shape, required=True, help="M,N,K[,L]")
+    ap.add_argument("--shape", type=parse_shape, default=None, help="M,N,K[,L] (required except with --calibration)")
     ap.add_argument("--config", default=None, help="a TUNE_SPACE / CONFIG_TABLE config name (default: config_for)")
     ap.add_argument("--mode", choices=("strict", "leaderboard"), default="strict", help="input generator")
     ap.add_argument("--seed", type=int, default=0, help="scheduler seed (warp order, async completion order)")
@@ -65,8 +69,27 @@ def main(argv=None) -> int:
     ap.add_argument("--full-grid", action="store_true", help="with --timing: simulate every cluster, not one per wave")
     ap.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
                     help="with --timing: override a row of emu/timing/b200.yaml (repeatable)")
+    ap.add_argument("--calibration", action="store_true",
+                    help="with --timing: judge the timed emulator on the public B200 points (needs --sources)")
+    ap.add_argument("--sources", default=None, help="with --calibration: folder of the public kernels' sources")
+    ap.add_argument("--jobs", type=int, default=1, help="with --calibration: points timed in parallel")
+    ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
+    if args.calibration:
+        if not (args.timing and args.sources):
+            ap.error("--calibration goes with --timing and --sources DIR")
+        from emu.calibration import timing as judge
+
+        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit)
+        s = result["summary"]
+        print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
+              f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
+              f"{s['timed_fitted_us:deltas'].get('rms', 0):.1%} (no change {s['no_change:deltas'].get('rms', 0):.1%}); "
+              f"report {judge.REPORT_MD.relative_to(REPO)}")
+        return 0
+    if args.shape is None:
+        ap.error("--shape M,N,K[,L] is required")
 
     m, n, k, l = args.shape
     if args.timing:

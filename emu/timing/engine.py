@@ -21,6 +21,8 @@ What is simulated (the costs are emu/timing/b200.yaml's rows, named here in back
     L2 latency, plus (1 / reuse) of the extra HBM latency;
   * tcgen05.mma: the SMs of its CTA group's tensor cores in order; it lasts max(math at `mma_mac_per_clk`,
     shared-memory operand bytes at the port) and completes after `mma_latency` (by N and cta_group);
+  * an L2 prefetch (cp.async.bulk.prefetch) spends its first-read share of HBM when issued; once it has arrived,
+    loads of the prefetched fraction of that allocation no longer read HBM;
   * tcgen05.cp / tcgen05.commit: in order behind the SM's earlier tcgen05 operations (PTX ISA 9.7.16.6: pipelined
     tcgen05 instructions of a thread execute in order).
   Functional effects (data written, barriers signalled) happen at that completion time, in time order.
@@ -117,6 +119,7 @@ class TimedMachine(Machine):
         self.marks = {}  # CTA id -> {"start", "first_load", "first_mma", "last_mma", "commits": [...], "end"}
         self.sms = sorted({id(sm): sm for _, sms in placement.values() for sm in sms}.values(), key=lambda s: s.index)
         self.queue_done = {}  # in-order async queue -> completion of its last operation
+        self.prefetched = {}  # global allocation base -> [(arrival, fraction of the allocation)] of L2 prefetches
         c = costs
         self.latency = {"alu": c.alu_latency, "alu64": c.alu_latency * 2, "mufu": c.mufu_latency,
                         "cvt16": c.alu_latency, "ld_param": c.param_load_latency, "ld_smem": c.smem_load_latency,
@@ -336,6 +339,19 @@ class TimedMachine(Machine):
             self.marks[cta.ctaid]["end"] = max(self.now, cta.sm.stores_done)
 
     # ------------------------------------------------------------------ asynchronous operations
+    def prefetch(self, source: int, nbytes: int) -> None:
+        """An L2 prefetch: its first-read share of HBM is spent now; once it has arrived, the prefetched fraction of
+        the allocation is served from L2 (loads of it issued later pay no first-read HBM share or latency)."""
+        first = 1.0 / max(self.reuse.get(source, 1.0), 1.0)
+        done = self.hbm.transfer(self.now, nbytes * first) + self.costs.hbm_latency
+        size = self.gmem.allocation(source)[1]
+        self.prefetched.setdefault(source, []).append((done, nbytes / size))
+
+    def _first_read(self, source: int) -> float:
+        """The part of a load of `source` read from HBM for the first time: 1 / reuse, less what prefetches landed."""
+        landed = sum(frac for done, frac in self.prefetched.get(source, ()) if done <= self.now)
+        return max(0.0, 1.0 - landed) / max(self.reuse.get(source, 1.0), 1.0)
+
     def submit(self, cluster, op) -> None:
         cluster.inflight.append(op)
         self.stats["async_ops"] += 1
@@ -350,7 +366,7 @@ class TimedMachine(Machine):
         if cost is None:
             raise Hazard(f"{op.name}: an asynchronous operation without a cost record cannot be timed")
         if cost.unit == "load":
-            first = 1.0 / max(self.reuse.get(cost.source, 1.0), 1.0)  # the part of the request first read from HBM
+            first = self._first_read(cost.source)
             issuer = cost.dests[0].sm if cost.dests else None
             sms = [d.sm for d in cost.dests]
             t0 = issuer.tma.occupy(t, c.tma_issue_cycles)[1]
