@@ -20,9 +20,13 @@ from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError,
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
-DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
+# The first 1 KiB of a CTA's shared window is reserved for the system (CUDA C++ Programming Guide, compute capability
+# 9.0/10.0: 1 KB of shared memory per block is reserved; a CuTe DSL cubin reports 1024 bytes of static shared memory
+# and no variable of its own): the kernel's static variables start after it, the dynamic buffer after those.
+RESERVED_SMEM = 1024
 
 
+EXIT_CHECKS = []  # functions(cta) an opcode module registers for rules that hold once a CTA has exited
 SLEPT = Control("slept")  # execute_one: the warp went to sleep on a barrier (its pc already advanced)
 
 
@@ -69,6 +73,7 @@ class Machine:
         self.kernel = kernel
         self.launch = launch
         self.gmem = gmem
+        self.seed = seed  # 0 is the default schedule; emu.mufu draws tanh.approx errors only under others
         self.rng = np.random.default_rng(seed)
         self.max_quantum = max_quantum
         self.completion_prob = completion_prob
@@ -78,8 +83,10 @@ class Machine:
         self.block = tuple(launch.block)
         self.cluster_dims = tuple(launch.cluster) if launch.cluster else (1, 1, 1)
         self.dyn_smem = launch.dynamic_smem
+        self.dynamic_smem_offset = kernel.shared_layout.dynamic_offset(RESERVED_SMEM)
         self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0}
         self.notes = {}  # (rule, where) -> emu.state.Note: model violations with a hardware-verified precedent
+        self.current = None  # (warp, instruction) executing or the AsyncOp completing: where_now() names it
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
@@ -121,7 +128,7 @@ class Machine:
         for rank in range(cx * cy * cz):
             lx, ly, lz = rank % cx, (rank // cx) % cy, rank // (cx * cy)
             ctaid = (cid[0] * cx + lx, cid[1] * cy + ly, cid[2] * cz + lz)
-            smem = np.full(DYNAMIC_SMEM_OFFSET + self.dyn_smem, POISON_BYTE, np.uint8)
+            smem = np.full(self.dynamic_smem_offset + self.dyn_smem, POISON_BYTE, np.uint8)
             cta = Cta(ctaid, rank, cl, smem)
             cta.named_barriers = {}
             cta.warps = [Warp(cta, i, min(WARP, nthreads - i * WARP), self.kernel.reg_decls)
@@ -130,6 +137,7 @@ class Machine:
         cl.barrier = ClusterBarrier(cl)
         cl.inflight = []
         cl.progress = 0
+        cl.machine = self  # where a deep semantic rule records a Note (Machine.note)
         return cl
 
     # ------------------------------------------------------------------ addresses and special registers
@@ -137,8 +145,11 @@ class Machine:
         p = self.param_by_name.get(name)
         if p is not None:
             return self.param_base + p.offset
-        if name in self.kernel.shared_vars:
-            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | DYNAMIC_SMEM_OFFSET
+        layout = self.kernel.shared_layout
+        if name in layout.offsets:
+            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | (RESERVED_SMEM + layout.offsets[name])
+        if name in layout.dynamic_names:
+            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | self.dynamic_smem_offset
         raise EmulatorError(f"unknown symbol {name}")
 
     def convert_address(self, v: np.ndarray, space: str, to_space: bool) -> np.ndarray:
@@ -237,8 +248,22 @@ class Machine:
         ops = self._eligible(cluster)
         op = ops[int(self.rng.integers(len(ops)))]
         cluster.inflight.remove(op)
-        op.run()
+        self.current = op
+        try:
+            op.run()
+        except EmulatorError as e:
+            raise type(e)(f"{e} [{self.where_now()}]") from None
         cluster.progress += 1
+
+    def where_now(self) -> str:
+        """What is running: the warp and PTX line of the instruction, or the asynchronous operation completing."""
+        cur = self.current
+        if isinstance(cur, AsyncOp):
+            return f"{cur.name} issued at PTX line {cur.line}, completing"
+        if cur is None:
+            return "outside any instruction"
+        w, ins = cur
+        return f"warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}"
 
     # ------------------------------------------------------------------ running
     def run(self, cluster_ids=None) -> None:
@@ -282,13 +307,14 @@ class Machine:
                 raise Deadlock(self.deadlock_report(cl))
             w = runnable[int(rng.integers(len(runnable)))]
             self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
-        # every CTA must have released its tensor memory before exit (PTX ISA 9.7.16.7.1)
+        # Operations still in flight when their CTA exited were completed above, in the seeded order, after the exit:
+        # each one's delivery checks the CTAs it touches (emu.ops_async: a write into an exited CTA's shared memory, a
+        # store reading it). Then the per-CTA exit rules: tensor memory released (PTX ISA 9.7.16.7.1) and EXIT_CHECKS.
         for cta in cl.ctas:
             if cta.tmem_allocs:
                 raise Hazard(f"CTA {cta.ctaid} exited with tensor memory still allocated: {cta.tmem_allocs}")
-        if cl.inflight:
-            raise Hazard(f"cluster {cl.clusterid} exited with {len(cl.inflight)} asynchronous operations in flight: "
-                         + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
+            for check in EXIT_CHECKS:
+                check(cta)
 
     def step_warp(self, w, quantum: int) -> None:
         cl = w.cta.cluster
@@ -309,6 +335,7 @@ class Machine:
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
         ins = instrs[pc]
         w.last_line = ins.line
+        self.current = (w, ins)
         mask = lanes
         if ins.guard is not None:
             g = w.read(ins.guard[0], "pred")

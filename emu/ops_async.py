@@ -154,7 +154,13 @@ class BulkCopyLoad:
                 raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
 
             def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
-                _deliver(dst_cta, dst_off, ex.gmem.read(g, nbytes), dst_cta, mbar_off, nbytes, f"bulk copy ({ins.where()})")
+                data, outside = ex.gmem.read_or_poison(g, nbytes)
+                if outside:
+                    # Reading past a tensor is not an error the ISA defines away: it is whatever memory is mapped there.
+                    # The bytes come in poisoned, so a kernel that uses them mismatches; one that never does survives.
+                    ex.note("bulk-copy-reads-past-allocation", ins.site(), PRECEDENT_NOVUS_SHORT_K,
+                            f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation (read as poison)")
+                _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
             ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line))
@@ -176,21 +182,39 @@ class BulkPrefetch:
         return None
 
 
-def _deliver(target, dst_off, data, sig_cta, mbar_off, nbytes, what):
+# Hardware-verified kernels whose model violations the Notes below name (emu.state.Note).
+PRECEDENT_NOVUS_SHORT_K = ("novus677/nvfp4_dual_gemm@4670b254 kernel 9 on the test shape 256x512x256 (B200-verified): "
+                           "it loads all 4 pipeline stages though K/256 = 1")
+PRECEDENT_ARSENI = "arseni_ivanov's CuTe DSL kernel (Ozamatash/nvfp4_gpumode@1dc9713 dual_gemm/others/arseni.py), B200-verified"
+
+
+def exited(cta) -> bool:
+    """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
+    return bool(getattr(cta, "warps", None)) and all(w.done for w in cta.warps)
+
+
+def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     """An asynchronous copy completes: its bytes land in `target`'s shared memory, then complete-tx of nbytes on
-    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism)."""
-    store_shared(target, dst_off, data, what)
+    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism).
+    A copy that lands after its CTA exited writes shared memory the CTA no longer owns: a Note, since the
+    hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
+    for cta in {id(target): target, id(sig_cta): sig_cta}.values():
+        if exited(cta):
+            ex.note("async-copy-lands-after-exit", ins.site(), PRECEDENT_NOVUS_SHORT_K,
+                    f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
+                    "and signals its mbarrier, which the next CTA on the SM may already own")
+    store_shared(target, dst_off, data, f"{what} ({ins.where()})")
     bar = sig_cta.mbarriers.get(mbar_off)
     if bar is None:
-        raise Hazard(f"{what} signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
-    bar.complete_tx(nbytes, f"{what} complete-tx")
+        raise Hazard(f"{what} ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
+    bar.complete_tx(nbytes, f"{what} ({ins.where()}) complete-tx")
 
 
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
     def run():
         data = tma.tile_bytes(tmap, coords, ex.gmem.read, dst_off)
         for t, sig in zip(targets, signals):
-            _deliver(t, dst_off, data, sig, mbar_off, nbytes, f"TMA load ({ins.where()})")
+            _deliver(ex, ins, t, dst_off, data, sig, mbar_off, nbytes, "TMA load")
         ex.stats["tma_bytes"] += data.size * len(targets)
 
     return run
@@ -412,22 +436,22 @@ class _PendingTmemLoad:
     registers before its wait::ld as well.
     """
 
-    def __init__(self, w, taddr, regs, mask, num, shape="32x32b", stats=None):
+    def __init__(self, w, taddr, regs, mask, num, shape="32x32b"):
         self.w, self.taddr, self.regs, self.mask, self.num, self.shape = w, taddr, regs, mask, num, shape
-        self.stats = stats
 
     def finish(self):
         w = self.w
         for r in self.regs:
             w.pending_tmem_ld.pop(r.name, None)
         load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
-        before = getattr(w.cta, "pair_lane_loads", 0)
         vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
-        if self.stats is not None and getattr(w.cta, "pair_lane_loads", 0) != before:
-            # a load at lanes 128..255 of the pair's odd CTA (emu.tcgen05._pair_lane): counted, so reports show it
-            self.stats["tmem_ld_pair_lanes"] = self.stats.get("tmem_ld_pair_lanes", 0) + 1
         for i, r in enumerate(self.regs):
             w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
+
+
+PRECEDENT_TMEM_LANE = ("novus677/nvfp4_dual_gemm@4670b254 kernel 9 (lane field 0 or 16 from every epilogue warp) and "
+                       "gau-nernst/gpu-mode-kernels@aee9cda submission_v2.py (the odd CTA of a pair at lane field "
+                       "128 + 32w + 16m), both B200-verified")
 
 
 def _tc_ld(ex, w, ins, mask):
@@ -444,10 +468,18 @@ def _tc_ld(ex, w, ins, mask):
     first = _lane(mask)[0]
     if (taddr[mask] != taddr[first]).any():
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
+    lane_field, col = tcgen05.split_taddr(int(taddr[first]))
+    lane, other_quadrant = tcgen05.tmem_ld_first_lane(lane_field, w.warp_id % 4, 16 if shape == "16x256b" else 32,
+                                                      ins.opcode)
+    if other_quadrant:
+        ex.note("tmem-lane-quadrant-from-warp", ins.site(), PRECEDENT_TMEM_LANE,
+                f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads lanes "
+                f"{lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
+        ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(w, int(taddr[first]), regs, mask.copy(), num, shape, ex.stats)
+    pending = _PendingTmemLoad(w, (lane << 16) | col, regs, mask.copy(), num, shape)
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None

@@ -57,7 +57,11 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
 
 @family("ld", "st")
 class LoadStore:
-    """ld/st.{param,global,shared{::cta,::cluster}}{.vN}.type (PTX ISA 9.7.9.8, 9.7.9.10)."""
+    """ld/st.{param,global,shared{::cta,::cluster}}{.vN}.type (PTX ISA 9.7.9.8, 9.7.9.10), with the cache operators
+    of PTX ISA 9.7.9.1 "Cache Operators" (ld: .ca .cg .cs .lu .cv; st: .wb .cg .cs .wt, e.g. st.global.wt of
+    __stwt): they choose how caches hold the line, never the value a single thread's access moves."""
+
+    CACHE_OPERATORS = {"ld": ("ca", "cg", "cs", "lu", "cv"), "st": ("wb", "cg", "cs", "wt")}
 
     @staticmethod
     def decode(ins):
@@ -70,7 +74,8 @@ class LoadStore:
             if p in ("v2", "v4", "v8"):
                 vec = int(p[1:])
             elif p not in (space, parts[-1], "weak", "relaxed", "volatile", "nc", "L1::no_allocate",
-                           "L2::cache_hint") and not p.startswith(("L1::", "L2::")):
+                           "L2::cache_hint") + LoadStore.CACHE_OPERATORS[ins.base] \
+                    and not p.startswith(("L1::", "L2::")):
                 raise unsupported(ins, f"modifier .{p}")
         if ins.base == "ld" and space == "param" and ins.parts[-1] not in ("b8", "b16", "b32", "b64", "u8", "u32",
                                                                             "u64", "s32", "u16"):

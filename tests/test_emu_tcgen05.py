@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu import numerics
+from emu import numerics, tcgen05
 from emu.state import POISON_WORD, Cluster, Cta, Hazard, Unsupported
 from emu.tcgen05 import (
     decode_instr_descriptor,
@@ -237,16 +237,19 @@ def test_cp_cta_group_2_copies_each_ctas_own_smem():
 
 
 def test_ld_quadrant_rule_and_allocation():
+    """emu.tcgen05.tmem_ld_first_lane: the quadrant is the warp's (warp % 4), the lane field is an offset mod 32."""
     cta = make_cluster(1).ctas[0]
     col = tmem_alloc([cta], 32)
-    tmem_load_32x32b(cta, (64 << 16) | col, 2, 32)  # warp 2 owns lanes 64..95
-    tmem_load_32x32b(cta, (64 << 16) | col, 6, 32)  # warp 6 of the second warpgroup too
+    cta.tmem[:, col] = np.arange(128, dtype=np.uint32)
+    assert (tmem_load_32x32b(cta, (64 << 16) | col, 2, 1)[:, 0] == np.arange(64, 96)).all()  # warp 2: lanes 64..95
+    assert (tmem_load_32x32b(cta, (64 << 16) | col, 6, 1)[:, 0] == np.arange(64, 96)).all()  # warp 6 likewise
+    # a field naming another quadrant reads the warp's own (novus677's epilogue, gau-nernst v2's odd CTA)
+    assert (tmem_load_32x32b(cta, (0 << 16) | col, 1, 1)[:, 0] == np.arange(32, 64)).all()
+    assert (tmem_load_32x32b(cta, (128 << 16) | col, 3, 1)[:, 0] == np.arange(96, 128)).all()
+    assert tcgen05.tmem_ld_first_lane(16, 1, 16, "ld") == (48, True)
+    assert tcgen05.tmem_ld_first_lane(32 + 16, 1, 16, "ld") == (48, False)
     with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (0 << 16) | col, 1, 32)  # warp 1 may not read lanes 0..31
-    with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # crosses into warp 1's quadrant
-    with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (128 << 16) | col, 0, 1)  # lane 128 does not exist
+        tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # 32 lanes from offset 16 leave the quadrant
     with pytest.raises(Hazard):
         tmem_load_32x32b(cta, col + 16, 0, 32)  # columns 16..47 run past the 32-column allocation
 
