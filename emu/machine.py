@@ -42,6 +42,7 @@ class NamedBarrier:
         self.expected = None
         self.arrived = 0
         self.waiting = []
+        self.generation = 0  # completed phases (emu.ops_async orders TMA-store sources by them)
 
     def describe(self) -> str:
         return f"named barrier {self.ident} of CTA{self.cta.rank} ({self.arrived} of {self.expected} threads arrived)"
@@ -60,10 +61,11 @@ class ClusterBarrier:
 
 
 class AsyncOp:
-    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue."""
+    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue; `ready()`, when
+    given, says whether it can complete yet (a copy whose target mbarrier is not initialised yet waits for it)."""
 
-    def __init__(self, name: str, run, queue=None, line: int = 0):
-        self.name, self.run, self.queue, self.line = name, run, queue, line
+    def __init__(self, name: str, run, queue=None, line: int = 0, ready=None):
+        self.name, self.run, self.queue, self.line, self.ready = name, run, queue, line, ready
 
 
 class Machine:
@@ -238,14 +240,14 @@ class Machine:
         seen, out = set(), []
         for op in cluster.inflight:
             if op.queue is None:
-                out.append(op)
+                if op.ready is None or op.ready():
+                    out.append(op)
             elif op.queue not in seen:
                 seen.add(op.queue)
                 out.append(op)
         return out
 
-    def complete_one(self, cluster) -> None:
-        ops = self._eligible(cluster)
+    def complete_one(self, cluster, ops: list) -> None:
         op = ops[int(self.rng.integers(len(ops)))]
         cluster.inflight.remove(op)
         self.current = op
@@ -255,14 +257,19 @@ class Machine:
             raise type(e)(f"{e} [{self.where_now()}]") from None
         cluster.progress += 1
 
-    def where_now(self) -> str:
-        """What is running: the warp and PTX line of the instruction, or the asynchronous operation completing."""
+    def where_now(self, brief: bool = False) -> str:
+        """What is running: the warp and PTX line of the instruction, or the asynchronous operation completing
+        (brief: only the PTX line and the operation, the place a Note is filed under)."""
         cur = self.current
         if isinstance(cur, AsyncOp):
+            if brief:
+                return f"PTX line {cur.line} ({cur.name.split(' [')[0]}, completing)"
             return f"{cur.name} issued at PTX line {cur.line}, completing"
         if cur is None:
             return "outside any instruction"
         w, ins = cur
+        if brief:
+            return ins.site()
         return f"warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}"
 
     # ------------------------------------------------------------------ running
@@ -290,11 +297,16 @@ class Machine:
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
             runnable = [w for w in warps if self._runnable(w)]
-            if cl.inflight and (not runnable or rng.random() < self.completion_prob):
-                self.complete_one(cl)
+            ready = self._eligible(cl) if cl.inflight else []
+            if ready and (not runnable or rng.random() < self.completion_prob):
+                self.complete_one(cl, ready)
                 continue
             if not runnable:
                 if all(w.done for w in warps):
+                    if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
+                        raise Deadlock(f"cluster {cl.clusterid} exited with asynchronous operations that can never "
+                                       "complete (their target mbarrier was never initialised): "
+                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
                 if sleepers and cl.progress != mark:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tcgen05, tma
+from . import precedents, tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp
 from .mbarrier import check_remote_use, note_signal
@@ -95,7 +95,7 @@ class BulkTensorLoad:
             else:
                 targets = [dst_cta]
             mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
-            signals = []
+            signals, unseen = [], []
             for t in targets:  # (checked below, at issue: the issuing thread must see each barrier's init)
                 # The mbarrier signalled for a destination: the same offset in that CTA; with .cta_group::2 the
                 # mbarrier may sit in either CTA of the destination's pair, and the mbar operand's CTA picks
@@ -109,14 +109,46 @@ class BulkTensorLoad:
                 if sig_cta is not w.cta:
                     peer_bar = sig_cta.mbarriers.get(mbar_off)
                     if peer_bar is None:
-                        raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
-                                     f"which holds no initialised mbarrier")
-                    check_remote_use(peer_bar, w, ins.opcode)
-                    note_signal(peer_bar, w, ex.clock)
+                        unseen.append(sig_cta)  # initialised later or never: settled when the copy lands (below)
+                    else:
+                        check_remote_use(peer_bar, w, ins.opcode, note=_unpublished_note(ex, ins))
+                        note_signal(peer_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
-            ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
-                                                                    nbytes, ins), None, ins.line))
+            run = _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off, nbytes, ins)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _settle_unseen(ex, ins, w, unseen, mbar_off, run), None,
+                                             ins.line, ready=_initialised(unseen, mbar_off)))
+
+
+# A signal to another CTA's mbarrier that no publication reached, or that the target had not even initialised when the
+# copy was issued: the memory model promises nothing (PTX ISA 9.7.13.15.9: mbarrier.init must be made visible to the
+# cluster, 9.7.13.4 fence.mbarrier_init + a cluster-scope release/acquire). Hardware survives it because the signal
+# lands a global-memory latency after issue, long after the peer's first instructions. Emulated: the copy completes
+# only once the target is initialised, and the run carries a Note.
+def _unpublished_note(ex, ins):
+    return lambda detail: ex.note("mbarrier-init-unpublished", ins.site(), precedents.ARSENI_INIT_UNPUBLISHED, detail)
+
+
+def _initialised(ctas: list, offset: int):
+    if not ctas:
+        return None
+    return lambda: all(offset in cta.mbarriers for cta in ctas)
+
+
+def _settle_unseen(ex, ins, w, ctas: list, offset: int, run):
+    if not ctas:
+        return run
+    issued = ex.clock
+
+    def settle_then_run():
+        for cta in ctas:
+            bar = cta.mbarriers[offset]
+            _unpublished_note(ex, ins)(f"{ins.opcode} by CTA rank {w.cta.rank} signals the mbarrier at {offset:#x} of "
+                                       f"CTA rank {cta.rank}, which was not yet initialised when the copy was issued")
+            note_signal(bar, w, issued)
+        run()
+
+    return settle_then_run
 
 
 @family("cp.async.bulk.shared::cta", "cp.async.bulk.shared::cluster")
@@ -158,7 +190,7 @@ class BulkCopyLoad:
                 if outside:
                     # Reading past a tensor is not an error the ISA defines away: it is whatever memory is mapped there.
                     # The bytes come in poisoned, so a kernel that uses them mismatches; one that never does survives.
-                    ex.note("bulk-copy-reads-past-allocation", ins.site(), PRECEDENT_NOVUS_SHORT_K,
+                    ex.note("bulk-copy-reads-past-allocation", ins.site(), precedents.NOVUS_SHORT_K,
                             f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation (read as poison)")
                 _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
@@ -182,12 +214,6 @@ class BulkPrefetch:
         return None
 
 
-# Hardware-verified kernels whose model violations the Notes below name (emu.state.Note).
-PRECEDENT_NOVUS_SHORT_K = ("novus677/nvfp4_dual_gemm@4670b254 kernel 9 on the test shape 256x512x256 (B200-verified): "
-                           "it loads all 4 pipeline stages though K/256 = 1")
-PRECEDENT_ARSENI = "arseni_ivanov's CuTe DSL kernel (Ozamatash/nvfp4_gpumode@1dc9713 dual_gemm/others/arseni.py), B200-verified"
-
-
 def exited(cta) -> bool:
     """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
     return bool(getattr(cta, "warps", None)) and all(w.done for w in cta.warps)
@@ -200,7 +226,7 @@ def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
     for cta in {id(target): target, id(sig_cta): sig_cta}.values():
         if exited(cta):
-            ex.note("async-copy-lands-after-exit", ins.site(), PRECEDENT_NOVUS_SHORT_K,
+            ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
                     f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
                     "and signals its mbarrier, which the next CTA on the SM may already own")
     store_shared(target, dst_off, data, f"{what} ({ins.where()})")
@@ -412,7 +438,7 @@ def _tc_commit(ex, w, ins, mask):
             bars.append((tcta, bar))
 
         for _, bar in bars:
-            check_remote_use(bar, w, ins.opcode)
+            check_remote_use(bar, w, ins.opcode, note=_unpublished_note(ex, ins))
             note_signal(bar, w, ex.clock)
 
         def run(bars=bars):
@@ -449,11 +475,6 @@ class _PendingTmemLoad:
             w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
 
 
-PRECEDENT_TMEM_LANE = ("novus677/nvfp4_dual_gemm@4670b254 kernel 9 (lane field 0 or 16 from every epilogue warp) and "
-                       "gau-nernst/gpu-mode-kernels@aee9cda submission_v2.py (the odd CTA of a pair at lane field "
-                       "128 + 32w + 16m), both B200-verified")
-
-
 def _tc_ld(ex, w, ins, mask):
     """tcgen05.ld.sync.aligned.32x32b.xN (lane t of warp w reads TMEM lane 32*(w%4)+t, N columns) and
     .16x256b.xN (emu.tcgen05.tmem_load_16x256b)."""
@@ -472,7 +493,7 @@ def _tc_ld(ex, w, ins, mask):
     lane, other_quadrant = tcgen05.tmem_ld_first_lane(lane_field, w.warp_id % 4, 16 if shape == "16x256b" else 32,
                                                       ins.opcode)
     if other_quadrant:
-        ex.note("tmem-lane-quadrant-from-warp", ins.site(), PRECEDENT_TMEM_LANE,
+        ex.note("tmem-lane-quadrant-from-warp", ins.site(), precedents.TMEM_LANE_FROM_WARP,
                 f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads lanes "
                 f"{lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
         ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
@@ -559,30 +580,135 @@ class BulkTensorStore:
             cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
             token = _BulkOp()
             pending.setdefault(lane, []).append(token)
-            ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", _tma_store_run(ex, tmap, c, cta, off, token, ins),
-                                             None, ins.line))
+            source = _StoreSource(ex, ins, w, tmap, c, cta, off, token)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", source.read_and_store, None, ins.line))
         return None
 
 
-def _tma_store_run(ex, tmap, coords, cta, off, token, ins):
-    from .state import smem_read
+def _store_box_bytes(tmap) -> int:
+    rows = 1
+    for c in tmap.box_counts[1:]:
+        rows *= c
+    return rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
 
-    def run():
-        counts = tmap.box_counts
-        rows = 1
-        for c in counts[1:]:
-            rows *= c
-        total = rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
-        image = smem_read(cta, off, total)
+
+class _StoreSource:
+    """The shared-memory source of one TMA store, from issue until its issuer's synchronization epoch is over.
+
+    The PTX rules a TMA store (an async-proxy read of shared memory) relies on: the bytes were written by generic
+    stores fenced into the async proxy (fence.proxy.async, PTX ISA 9.7.13.4 "membar/fence", proxy fences) and
+    ordered before the issue (a barrier with the writers), and nobody rewrites them until cp.async.bulk.wait_group.read
+    says the store has read them (PTX ISA 9.7.9.25.6.2). The emulator reads the source when the store completes.
+    A kernel that breaks these rules is racing; the hardware-verified precedent (arseni_ivanov's epilogue: every warp
+    writes its part of the C tile, warp 0 issues the store right away with no fence or barrier, and never waits for
+    it) survives because a store reads its source a while after issue and long before the next rewrite. That timing
+    is what the emulator gives such a kernel, each time with a Note:
+    - a generic write into the source by another warp in the issuer's epoch (no barrier the two share has completed
+      since the issue) belongs to this store: if the store has already read, it reads and stores again, later;
+    - any later write (the issuer's own after the issue, or another warp's after a shared barrier) is a reuse: the
+      store reads the old bytes first;
+    - unfenced generic writes in the source at issue, and a store still reading after its CTA exited, are noted.
+    """
+
+    def __init__(self, ex, ins, w, tmap, coords, cta, off, token):
+        self.ex, self.ins, self.issuer, self.tmap, self.coords, self.cta, self.off, self.token = \
+            ex, ins, w, tmap, coords, cta, off, token
+        self.hi = off + _store_box_bytes(tmap)
+        self.epoch = {b: bar.generation for b, bar in cta.named_barriers.items()}  # a barrier made later: 0
+        self.snapshot = None  # the bytes read early, before a reuse
+        self.read = False
+        self.restore_pending = False
+        cta.__dict__.setdefault("store_sources", []).append(self)
+        unfenced = generic_writes_unfenced(cta, off, self.hi)
+        if unfenced:
+            ex.note("bulk-store-without-proxy-fence", ins.site(), precedents.ARSENI_C_STORE,
+                    f"the TMA store's source [{off:#x}, {self.hi:#x}) holds bytes written by generic stores of warps "
+                    f"{sorted(unfenced)} with no fence.proxy.async after them")
+
+    def _completed_since_issue(self, barrier_id) -> bool:
+        return self.cta.named_barriers[barrier_id].generation != self.epoch.get(barrier_id, 0)
+
+    def same_epoch(self, w) -> bool:
+        """No barrier that w and the issuer have both joined has completed since the issue."""
+        if w is self.issuer:
+            return False
+        return not any(self._completed_since_issue(b) for b in _joined(w) & _joined(self.issuer))
+
+    def epoch_over(self) -> bool:
+        return any(self._completed_since_issue(b) for b in _joined(self.issuer)) or exited(self.cta)
+
+    def read_and_store(self):
+        if exited(self.cta):
+            self.ex.note("bulk-store-reads-after-exit", self.ins.site(), precedents.ARSENI_C_STORE,
+                         f"the TMA store reads shared memory of CTA {self.cta.ctaid} after it exited (no "
+                         "cp.async.bulk.wait_group before the exit)")
+        image = self.snapshot if self.snapshot is not None else self.cta.smem[self.off:self.hi].copy()
+        self._store(image)
+        self.read = True
+        self.token.done = True
+
+    def _restore(self):
+        self.restore_pending = False
+        self._store(self.snapshot if self.snapshot is not None else self.cta.smem[self.off:self.hi].copy())
+
+    def _store(self, image):
+        from .state import smem_read
+
+        smem_read(self.cta, self.off, self.hi - self.off)  # bounds check
 
         def write(addr, data):
-            ex.gmem.write(addr, data)
-            ex.store_log.append((int(addr), int(data.size)))
+            self.ex.gmem.write(addr, data)
+            self.ex.store_log.append((int(addr), int(data.size)))
 
-        ex.stats["tma_store_bytes"] = ex.stats.get("tma_store_bytes", 0) + tma.tile_store(tmap, coords, image, off, write)
-        token.done = True
+        n = tma.tile_store(self.tmap, self.coords, image, self.off, write)
+        self.ex.stats["tma_store_bytes"] = self.ex.stats.get("tma_store_bytes", 0) + n
 
-    return run
+    def before_write(self, w, lo: int, hi: int):
+        """A generic store of warp w to [lo, hi) of this CTA's shared memory is about to happen."""
+        if hi <= self.off or self.hi <= lo:
+            return None
+        if self.same_epoch(w):
+            self.ex.note("bulk-store-source-unsynchronized", self.ins.site(), precedents.ARSENI_C_STORE,
+                         f"warp {w.warp_id} writes [{lo:#x}, {hi:#x}) of a TMA store's source after warp "
+                         f"{self.issuer.warp_id} issued the store, with no barrier between them")
+            if self.read and not self.restore_pending:
+                # it read too early for the hardware's timing: it reads (and stores) again, later
+                self.restore_pending = True
+                self.ex.submit(self.cta.cluster, AsyncOp("TMA store (late read)", self._restore, None, self.ins.line))
+            return None
+        if (not self.read or self.restore_pending) and self.snapshot is None:
+            # the (late) read must have happened before this rewrite: it reads the bytes as they are now
+            if not self.read:
+                self.ex.note("bulk-store-source-reused-before-read", self.ins.site(), precedents.ARSENI_C_STORE,
+                             f"warp {w.warp_id} rewrites [{lo:#x}, {hi:#x}) of a TMA store's source before any "
+                             "cp.async.bulk.wait_group.read covered the store")
+            self.snapshot = self.cta.smem[self.off:self.hi].copy()
+        return None
+
+
+def _joined(w) -> set:
+    return w.__dict__.get("barriers_joined", set())
+
+
+def generic_writes_unfenced(cta, lo: int, hi: int) -> set:
+    """Warps with generic stores into [lo, hi) of cta's shared memory that no fence.proxy.async of theirs followed."""
+    log = cta.__dict__.get("unfenced_writes", {})
+    return {w.warp_id for w, ranges in log.items() if any(a < hi and lo < b for a, b in ranges)}
+
+
+def on_shared_write(ex, w, cta, off: int, nbytes: int):
+    """Called by generic stores to shared memory before they write: the TMA-store sources they touch (_StoreSource)
+    and the unfenced-write log the proxy-fence rule reads (emptied by the warp's fence.proxy.async)."""
+    ranges = cta.__dict__.setdefault("unfenced_writes", {}).setdefault(w, [])
+    if ranges and ranges[-1][1] == off:
+        ranges[-1] = (ranges[-1][0], off + nbytes)
+    else:
+        ranges.append((off, off + nbytes))
+    sources = cta.__dict__.get("store_sources")
+    if sources:
+        sources[:] = [x for x in sources if not (x.read and not x.restore_pending and x.epoch_over())]
+        for x in sources:
+            x.before_write(w, off, off + nbytes)
 
 
 @family("cp.async.bulk.commit_group")

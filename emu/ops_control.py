@@ -161,6 +161,7 @@ class NamedBarrierSync:
         elif bar.expected != count:
             raise Hazard(f"{ins.opcode} {ident}: thread count {count} differs from {bar.expected} of the other arrivals")
         bar.arrived += WARP
+        w.__dict__.setdefault("barriers_joined", set()).add(ident)
         if bar.arrived > bar.expected:
             raise Hazard(f"{bar.describe()}: more threads arrived than expected")
         arrive_only = ins.info[1]
@@ -170,6 +171,7 @@ class NamedBarrierSync:
                 other.pc[other.pc_at_block] += 1
             bar.waiting.clear()
             bar.arrived, bar.expected = 0, None
+            bar.generation += 1
             w.cta.cluster.progress += 1
             return None
         if arrive_only:
@@ -249,6 +251,10 @@ class Fence:
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        if ins.info.startswith("fence.proxy.async"):
+            # the warp's generic writes to shared memory so far are ordered before its later async-proxy operations
+            # (PTX ISA 9.7.13.4, proxy fences): the TMA-store rule of emu.ops_async stops counting them
+            w.cta.__dict__.get("unfenced_writes", {}).pop(w, None)
         if ins.info in ("fence.mbarrier_init.release.cluster", "fence.acq_rel.cluster", "fence.sc.cluster"):
             for bar in w.cta.mbarriers.values():
                 if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:

@@ -101,6 +101,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import precedents
 from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
 from .state import POISON_WORD, TMEM_COLUMNS, TMEM_LANES, Cta, Hazard, TensorMemoryAllocation, Unsupported
 
@@ -118,14 +119,24 @@ def split_taddr(taddr: int) -> tuple[int, int]:
 
 def _check_allocated(cta: Cta, col: int, ncols: int, what: str) -> None:
     """Every tensor-memory access must fall inside a live allocation (PTX ISA 9.7.16.7.1: tensor memory
-    must be allocated with tcgen05.alloc before use)."""
+    must be allocated with tcgen05.alloc before use). Columns that exist but lie outside the CTA's allocations are a
+    Note when a machine records notes (a hardware-verified kernel survives it: the columns are unused while no other
+    CTA on the SM allocates them), a Hazard otherwise; columns past 512 are always a Hazard."""
     if col < 0 or col + ncols > TMEM_COLUMNS:
         raise Hazard(f"{what}: columns [{col}, {col + ncols}) outside tensor memory (512 columns), CTA {cta.ctaid}")
     for alloc in cta.tmem_allocs:
         if alloc.column <= col and col + ncols <= alloc.column + alloc.ncols:
             return
-    raise Hazard(f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
-                 f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+    _note_or_hazard(cta, "tmem-outside-allocation", precedents.ARSENI_TMEM_COLUMNS,
+                    f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
+                    f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+
+
+def _note_or_hazard(cta: Cta, rule: str, precedent: str, detail: str) -> None:
+    machine = getattr(cta.cluster, "machine", None)
+    if machine is None:
+        raise Hazard(detail)
+    machine.note(rule, machine.where_now(brief=True), precedent, detail)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,6 +273,7 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
     if desc.lbo_mode:
         raise Unsupported("leading-dimension absolute address mode (bit 52) is sm_103a only (PTX ISA 9.7.16.4.1.1)")
     if desc.base_offset:
+        # a pattern anchored off the 1024-byte grid (data not written by TMA): no kernel here does it
         raise Unsupported(f"matrix base offset {desc.base_offset} != 0 is not implemented")
     if rows % 8:
         raise Hazard(f"operand of {rows} rows: canonical layouts are built of 8-row core matrices")
@@ -277,11 +289,15 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
         # overflow the 128B shared memory boundary" and needs the sm_103a absolute mode).
         raise Hazard(f"operand K extent [{start % width}, {start % width + kbytes}) crosses the {width}-byte swizzle row "
                      f"(start address {start:#x})")
-    if (start % (8 * width)) // width:
-        # base_offset == 0 promises the swizzle pattern starts at a pattern boundary (PTX ISA 9.7.16.4.1 Table 41);
-        # a start address inside rows 1..7 of an atom means the pattern started earlier -> base offset must be set.
-        raise Hazard(f"start address {start:#x} is not in row 0 of a {width}B-swizzle atom but base_offset is 0 "
-                     "(PTX ISA 9.7.16.4.1)")
+    # The start address may sit in any row of a swizzle atom. PTX ISA 9.7.16.4.1: "The value of base offset is 0 when
+    # the repeating pattern of the specified swizzling mode starts as per ... Table 41" (a 1024-byte boundary for
+    # 128B), else "base offset = (pattern start addr >> 0x7) & 0x7": it is the *pattern's* start that counts, not the
+    # matrix's. A pattern anchored at 1024-byte boundaries is exactly what the absolute-address XOR below reads, and
+    # what a TMA SWIZZLE_128B load writes (the XOR of address bits [4,7) with [7,10) of the shared address: the
+    # emulator's TMA, byte-identical to an H200's for 128-byte-aligned destinations, tests/test_emu_tma.py).
+    # Hardware evidence: arseni_ivanov's B200-verified kernel places its 128-byte-aligned A/B buffers so that MMA
+    # operands start in rows 1-2 of an atom with base_offset 0, and is correct. (An earlier version of this module
+    # read Table 41 as a rule about the matrix start and flagged that as a hazard.)
     logical = start + (r // 8) * desc.stride_byte_offset + (r % 8) * width + j
     return swizzle_address(logical, desc.layout)
 
