@@ -135,9 +135,9 @@ def tables_from_sweep(s: Sweep) -> dict:
         if not np.array_equal(vals[first][np.cumsum(first) - 1], vals):
             raise ValueError(f"{name}: the sweep measured two different outputs for one input")
         keys, vals = keys[first], vals[first]
-        x = keys.view(np.float32).astype(np.float64)
-        y = vals.view(np.float32).astype(np.float64)
         with np.errstate(all="ignore"):
+            x = keys.view(np.float32).astype(np.float64)
+            y = vals.view(np.float32).astype(np.float64)
             err = np.abs(y - EXACT[name](x))
         ok = np.isfinite(err)
         bound = np.zeros(256)
