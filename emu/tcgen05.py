@@ -521,8 +521,9 @@ def tmem_ld_first_lane(lane_field: int, quad: int, rows: int, what: str) -> tupl
       each warp of a warpgroup in the CTA can access a chunk of the Tensor Memory. A lane of the Tensor Memory can
       be accessed by a single warp in the warpgroup" (warp 0: lanes 0-31, ..., warp 3: 96-127). The ISA does not say
       what a lane field naming another chunk does.
-    - CUTLASS (include/cute/atom/copy_traits_sm100.hpp TMEM load atoms, and the CuTe DSL epilogues) always passes
-      the warp's own chunk, 32 (warp % 4), in the lane field: consistent with the rule, silent on other values.
+    - The CuTe DSL kernels here (this package's, NVIDIA's example) pass the warp's own chunk, 32 (warp % 4), in the
+      lane field: the emulator's earlier literal rule (lane field == 32 (warp % 4)) held for them in every run.
+      Consistent with the rule, silent on other values.
     - Hardware evidence, both B200-verified: novus677/nvfp4_dual_gemm@4670b254 kernel 9 reads its accumulators
       with .16x256b at lane field 0 or 16 from every epilogue warp (and .32x32b at lane 0 in its transposed-C
       variant) and writes warp w's rows 32w + ...; gau-nernst v2 reads the odd CTA's half of an M=256 accumulator
