@@ -170,7 +170,8 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_remote_use(bar, w, what, note=lambda detail: ex.note("mbarrier-init-unpublished", f"PTX line {w.last_line}",
+    check_remote_use(bar, w, what, note=lambda detail: ex.note("mbarrier-init-unpublished",
+                                                                 f"PTX line {w.last_line} ({what})",
                                                                  precedents.ARSENI_INIT_UNPUBLISHED, detail))
     return bar
 
