@@ -297,10 +297,11 @@ class Machine:
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
             runnable = [w for w in warps if self._runnable(w)]
-            ready = self._eligible(cl) if cl.inflight else []
-            if ready and (not runnable or rng.random() < self.completion_prob):
-                self.complete_one(cl, ready)
-                continue
+            if cl.inflight and (not runnable or rng.random() < self.completion_prob):
+                ready = self._eligible(cl)
+                if ready:
+                    self.complete_one(cl, ready)
+                    continue
             if not runnable:
                 if all(w.done for w in warps):
                     if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
