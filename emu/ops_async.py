@@ -652,9 +652,9 @@ class _StoreSource:
         self._store(self.snapshot if self.snapshot is not None else self.cta.smem[self.off:self.hi].copy())
 
     def _store(self, image):
-        from .state import smem_read
-
-        smem_read(self.cta, self.off, self.hi - self.off)  # bounds check
+        if self.hi > self.cta.smem.size:
+            raise Hazard(f"TMA store source [{self.off:#x}, {self.hi:#x}) outside {self.cta.smem.size} bytes of shared "
+                         f"memory (CTA {self.cta.ctaid})")
 
         def write(addr, data):
             self.ex.gmem.write(addr, data)
@@ -663,10 +663,10 @@ class _StoreSource:
         n = tma.tile_store(self.tmap, self.coords, image, self.off, write)
         self.ex.stats["tma_store_bytes"] = self.ex.stats.get("tma_store_bytes", 0) + n
 
-    def before_write(self, w, lo: int, hi: int):
+    def before_write(self, w, lo: int, hi: int) -> None:
         """A generic store of warp w to [lo, hi) of this CTA's shared memory is about to happen."""
         if hi <= self.off or self.hi <= lo:
-            return None
+            return
         if self.same_epoch(w):
             self.ex.note("bulk-store-source-unsynchronized", self.ins.site(), precedents.ARSENI_C_STORE,
                          f"warp {w.warp_id} writes [{lo:#x}, {hi:#x}) of a TMA store's source after warp "
@@ -675,7 +675,7 @@ class _StoreSource:
                 # it read too early for the hardware's timing: it reads (and stores) again, later
                 self.restore_pending = True
                 self.ex.submit(self.cta.cluster, AsyncOp("TMA store (late read)", self._restore, None, self.ins.line))
-            return None
+            return
         if (not self.read or self.restore_pending) and self.snapshot is None:
             # the (late) read must have happened before this rewrite: it reads the bytes as they are now
             if not self.read:
@@ -683,7 +683,6 @@ class _StoreSource:
                              f"warp {w.warp_id} rewrites [{lo:#x}, {hi:#x}) of a TMA store's source before any "
                              "cp.async.bulk.wait_group.read covered the store")
             self.snapshot = self.cta.smem[self.off:self.hi].copy()
-        return None
 
 
 def _joined(w) -> set:
