@@ -46,8 +46,7 @@ def synthetic(tmp_path_factory):
     band_x, dense_x = probe.sweep_inputs(params)
     words = _synthetic_words(np.concatenate([band_x, dense_x]))
     path = tmp_path_factory.mktemp("mufu") / "mufu_synthetic.npz"
-    np.savez_compressed(path, **probe.fixture_arrays(params, words[:band_x.size], words[band_x.size:],
-                                                     {"card": "synthetic"}))
+    probe.write_fixture(str(path), params, words, {"card": "synthetic"})  # what --gpu does with the GPU's words
     return path, band_x, dense_x, words
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The special-function unit (MUFU) on hardware vs the emulator's model (emu/mufu.py), and what it means for SiLU.
 
-    python3 -m emu.calibration.mufu --gpu OUT.npz      # on a lent H100/H200 (or any sm_90+ GPU; a B200 too)
+    python3 -m emu.calibration.mufu --gpu OUT.npz|DIR  # on a lent H100/H200 (any sm_90+ GPU; a B200 too);
+                                                        # DIR: writes DIR/mufu_<card>.npz, e.g. mufu_h100.npz
     python -m emu.calibration.mufu --check FIXTURE.npz  # here: the fixture's errors, and the emulator on a sample
     python -m emu.calibration.mufu --silu [--bound measured|isa|facts_h100]   # silu-via-tanh vs ex2/rcp on C
 
@@ -124,11 +125,21 @@ def fixture_arrays(params: dict, band_words: np.ndarray, dense_words: np.ndarray
 
 
 # ============================================================================ GPU side (run on the device machine)
+def card_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100': the fixture's file name part."""
+    import re
+
+    m = re.search(r"\b([A-Z]+\d{2,4}[A-Z]?)\b", name.replace("NVIDIA", ""))
+    return (m.group(1) if m else re.sub(r"\W+", "_", name)).lower()
+
+
 def run_gpu(out_path: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit("--gpu needs torch with a visible CUDA GPU")
+    if Path(out_path).is_dir():
+        out_path = str(Path(out_path) / f"mufu_{card_slug(torch.cuda.get_device_name())}.npz")
     params = sweep_parameters()
     band_x, dense_x = sweep_inputs(params)
     x = np.concatenate([band_x, dense_x])
@@ -161,17 +172,23 @@ def run_gpu(out_path: str) -> None:
     cc = torch.cuda.get_device_capability()
     meta = {"card": torch.cuda.get_device_name(), "driver": driver.value, "cc": f"{cc[0]}.{cc[1]}",
             "torch": torch.__version__, "label": "measured"}
-    arrays = fixture_arrays(params, words[:band_x.size], words[band_x.size:], dict(meta))
-    np.savez_compressed(out_path, **arrays)
-    sweep = mufu.load_sweep(out_path)  # decodes back to the same words
-    for prefix, got in (("band", sweep.band), ("dense", sweep.dense)):
-        rows = words[:band_x.size] if prefix == "band" else words[band_x.size:]
+    write_fixture(out_path, params, words, meta)
+
+
+def write_fixture(out_path: str, params: dict, words: np.ndarray, meta: dict) -> mufu.Sweep:
+    """Save [inputs, 6] output words (band first) as the fixture, check it decodes to the same words, summarize."""
+    n_band = int(params["band_count"])
+    np.savez_compressed(out_path, **fixture_arrays(params, words[:n_band], words[n_band:], dict(meta)))
+    sweep = mufu.load_sweep(out_path)
+    for got, rows in ((sweep.band, words[:n_band]), (sweep.dense, words[n_band:])):
         for c, w in got.items():
-            assert np.array_equal(w, rows[:, mufu.DENSE_COLUMNS.index(c)]), c
-    print(f"wrote {out_path} ({Path(out_path).stat().st_size} bytes) on {meta['card']} (cc {meta['cc']}, driver "
-          f"{meta['driver']}): {x.size} inputs x 6 columns")
+            if not np.array_equal(w, rows[:, mufu.DENSE_COLUMNS.index(c)]):
+                raise RuntimeError(f"{out_path}: column {c} does not decode to the measured words")
+    print(f"wrote {out_path} ({Path(out_path).stat().st_size} bytes) on {meta['card']} (cc {meta.get('cc')}, driver "
+          f"{meta.get('driver')}): {words.shape[0]} inputs x 6 columns")
     for line in error_summary(sweep):
         print(line)
+    return sweep
 
 
 # ============================================================================ the measurement, summarized
@@ -354,7 +371,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gpu", metavar="OUT.npz", help="run the probe on this machine's GPU and write the fixture")
+    g.add_argument("--gpu", metavar="OUT", help="run the probe on this machine's GPU and write the fixture (a .npz path, "
+                   "or a folder for mufu_<card>.npz)")
     g.add_argument("--check", metavar="FIXTURE.npz", help="summarize a fixture and check the emulator against it")
     g.add_argument("--silu", action="store_true", help="the SiLU forms' error on C against the leaderboard's tolerance")
     ap.add_argument("--bound", default="isa", choices=("isa", "measured", "facts_h100"),
