@@ -188,6 +188,29 @@ def test_read_operand_sw128_every_k_block(base):
         np.testing.assert_array_equal(got, codes[:, 64 * kb:64 * kb + 64])
 
 
+@pytest.mark.parametrize("base", [1024 + 128, 2048 + 256, 4096 + 896])
+def test_read_operand_sw128_starting_inside_an_atom(base):
+    """arseni_ivanov's 128-byte-aligned buffers: the operand starts in row 1..7 of a 1024-byte SW128 atom and the
+    descriptor's base_offset is 0. A TMA SWIZZLE_128B load places 16-byte chunk c of the row at address a at chunk
+    c ^ ((a >> 7) & 7) (a function of the absolute address; tests/test_emu_tma.py, H200), so the swizzle pattern still
+    starts at 1024-byte boundaries and base_offset 0 is right (PTX ISA 9.7.16.4.1: it is the pattern's start that
+    matters): the MMA reads the tile back."""
+    rng = np.random.default_rng(base)
+    rows = 128
+    smem = np.full(SMEM_BYTES, 0xFF, np.uint8)
+    codes = rng.integers(0, 16, (rows, 256), dtype=np.uint8)
+    packed = (codes[:, 0::2] & 0xF) | ((codes[:, 1::2] & 0xF) << 4)
+    for i in range(rows):
+        row = base + i * 128
+        for chunk in range(8):
+            dst = row + (chunk ^ ((row >> 7) & 7)) * 16
+            smem[dst:dst + 16] = packed[i, chunk * 16:(chunk + 1) * 16]
+    for kb in range(4):
+        got = read_operand(lambda a, n: smem[a:a + n], decode_smem_descriptor(desc_at(AB_DESC, base + 32 * kb)),
+                           rows, 64, 4)
+        np.testing.assert_array_equal(got, codes[:, 64 * kb:64 * kb + 64])
+
+
 def test_read_operand_no_swizzle_core_matrices():
     # K-major, no swizzle: core matrix = 8 rows x 16 bytes contiguous; LBO between K chunks, SBO between 8-row groups.
     rng = np.random.default_rng(1)
