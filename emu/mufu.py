@@ -120,30 +120,38 @@ class Table:
         return hit, self.values[i].view(np.float32)
 
 
+TABLE_SOURCES = {"tanh": (("band", "tanh_half", True), ("dense", "tanh_half", True), ("dense", "tanh", False)),
+                 "ex2": (("dense", "ex2", False),), "rcp": (("dense", "rcp", False),)}
+
+
+def table_from_sweep(s: Sweep, name: str) -> Table:
+    """One function's Table: each probe column that measured it, keyed by the argument the probe passed (x, or
+    h = mul.rn.f32(x, 0.5) for the tanh_half column, as the probe computes it)."""
+    keys, vals = [], []
+    for prefix, column, halved in TABLE_SOURCES[name]:
+        x = s.band_x if prefix == "band" else s.dense_x
+        arg = (x * np.float32(0.5)).astype(np.float32) if halved else np.asarray(x, np.float32)
+        keys.append(arg.view(np.uint32))
+        vals.append((s.band if prefix == "band" else s.dense)[column])
+    keys, vals = np.concatenate(keys), np.concatenate(vals)
+    order = np.argsort(keys, kind="stable")
+    keys, vals = keys[order], vals[order]
+    first = np.concatenate([[True], keys[1:] != keys[:-1]])
+    if not np.array_equal(vals[first][np.cumsum(first) - 1], vals):
+        raise ValueError(f"{name}: the sweep measured two different outputs for one input")
+    keys, vals = keys[first], vals[first]
+    with np.errstate(all="ignore"):
+        x = keys.view(np.float32).astype(np.float64)
+        y = vals.view(np.float32).astype(np.float64)
+        err = np.abs(y - EXACT[name](x))
+    ok = np.isfinite(err)
+    bound = np.zeros(256)
+    np.maximum.at(bound, ((keys[ok] >> 23) & 0xFF).astype(np.int64), err[ok])
+    return Table(keys, vals, bound)
+
+
 def tables_from_sweep(s: Sweep) -> dict:
-    half = lambda x: (x * np.float32(0.5)).astype(np.float32)  # noqa: E731  (mul.rn.f32, as the probe computes h)
-    pairs = {"tanh": [(half(s.band_x), s.band["tanh_half"]), (half(s.dense_x), s.dense["tanh_half"]),
-                      (s.dense_x, s.dense["tanh"])],
-             "ex2": [(s.dense_x, s.dense["ex2"])], "rcp": [(s.dense_x, s.dense["rcp"])]}
-    out = {}
-    for name, parts in pairs.items():
-        keys = np.concatenate([np.asarray(x, np.float32).view(np.uint32) for x, _ in parts])
-        vals = np.concatenate([v for _, v in parts])
-        order = np.argsort(keys, kind="stable")
-        keys, vals = keys[order], vals[order]
-        first = np.concatenate([[True], keys[1:] != keys[:-1]])
-        if not np.array_equal(vals[first][np.cumsum(first) - 1], vals):
-            raise ValueError(f"{name}: the sweep measured two different outputs for one input")
-        keys, vals = keys[first], vals[first]
-        with np.errstate(all="ignore"):
-            x = keys.view(np.float32).astype(np.float64)
-            y = vals.view(np.float32).astype(np.float64)
-            err = np.abs(y - EXACT[name](x))
-        ok = np.isfinite(err)
-        bound = np.zeros(256)
-        np.maximum.at(bound, ((keys[ok] >> 23) & 0xFF).astype(np.int64), err[ok])
-        out[name] = Table(keys, vals, bound)
-    return out
+    return {name: table_from_sweep(s, name) for name in TABLE_SOURCES}
 
 
 _STATE: dict = {}
@@ -157,13 +165,18 @@ def fixture_path() -> Path | None:
     return Path(found[0]) if found else None
 
 
-def tables() -> dict:
-    """{function: Table} from the measurement, or {} when there is none (loaded once per process and path)."""
+def table(name: str) -> Table | None:
+    """The measured Table of one function, or None without a measurement. The fixture is decoded once per process
+    and path, each function's table built when first needed (this package's kernel needs only ex2 and rcp)."""
     path = fixture_path()
-    if "tables" not in _STATE or _STATE["path"] != path:
-        _STATE["path"] = path
-        _STATE["tables"] = tables_from_sweep(load_sweep(path)) if path else {}
-    return _STATE["tables"]
+    if _STATE.get("path", ()) != path:
+        _STATE.clear()
+        _STATE.update(path=path, sweep=load_sweep(path) if path else None, tables={})
+    if _STATE["sweep"] is None:
+        return None
+    if name not in _STATE["tables"]:
+        _STATE["tables"][name] = table_from_sweep(_STATE["sweep"], name)
+    return _STATE["tables"][name]
 
 
 def evaluate(name: str, x: np.ndarray, ftz: bool, rng=None) -> np.ndarray:
@@ -175,16 +188,15 @@ def evaluate(name: str, x: np.ndarray, ftz: bool, rng=None) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
         exact64 = EXACT[name](xin.astype(np.float64))
         r = exact64.astype(np.float32)
-    table = tables().get(name)
-    if table is None:
+    measured = table(name)
+    if measured is None:
         return flush_subnormal(r) if ftz else r
     if rng is not None and name == "tanh":
-        bound = table.binade_bound[(x.view(np.uint32) >> 23) & 0xFF]
+        bound = measured.binade_bound[(x.view(np.uint32) >> 23) & 0xFF]
         drawn = exact64 + rng.uniform(-1.0, 1.0, x.shape) * bound
         r = np.where(np.isfinite(drawn), np.clip(drawn, -1.0, 1.0), exact64).astype(np.float32)
-    hit, measured = table.lookup(x)
-    r = np.where(hit, measured, flush_subnormal(r) if ftz else r)
-    return r
+    hit, words = measured.lookup(x)
+    return np.where(hit, words, flush_subnormal(r) if ftz else r)
 
 
 def flush_subnormal(x: np.ndarray) -> np.ndarray:
