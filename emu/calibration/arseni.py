@@ -239,7 +239,9 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
 
 
 def _check_written(store_log, c_addr, m, n, out, data, reference, check, reference_tile):
+    """The elements of C the chosen clusters stored, against reference.py's exact path on their rows and columns."""
     import numpy as np
+    import torch
 
     written = np.zeros((m, n), bool)
     for a, nbytes in store_log:
@@ -249,9 +251,9 @@ def _check_written(store_log, c_addr, m, n, out, data, reference, check, referen
     if not rows.size:
         return False, "the emulated clusters wrote no element of C"
     rs, cs = slice(int(rows[0]), int(rows[-1]) + 1), slice(int(cols[0]), int(cols[-1]) + 1)
-    if not written[rs, cs].all():
-        return False, f"the chosen clusters' part of C (rows {rs}, cols {cs}) is not all written"
-    return check(out[rs, cs, 0], reference_tile(reference, data, rs, cs, 0))
+    mask = torch.from_numpy(written[rs, cs])
+    ok, msg = check(out[rs, cs, 0][mask], reference_tile(reference, data, rs, cs, 0)[mask])
+    return ok, f"{int(mask.sum())} elements stored by the chosen clusters: {msg}"
 
 
 # ============================================================================ CLI
