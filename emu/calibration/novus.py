@@ -254,8 +254,9 @@ class NovusResult:
 
     @property
     def verdict(self) -> str:
-        if self.status == "match" and self.notes:
-            return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
+        rules = sorted({n.rule for n in self.notes})
+        if self.status == "match" and rules:
+            return f"MATCH with notes ({', '.join(rules)})"
         return self.status.upper()
 
     def line(self) -> str:
