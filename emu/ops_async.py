@@ -191,7 +191,8 @@ class BulkCopyLoad:
                     # Reading past a tensor is not an error the ISA defines away: it is whatever memory is mapped there.
                     # The bytes come in poisoned, so a kernel that uses them mismatches; one that never does survives.
                     ex.note("bulk-copy-reads-past-allocation", ins.site(), precedents.NOVUS_SHORT_K,
-                            f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation (read as poison)")
+                            f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation "
+                            "(read as poison)")
                 _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
@@ -232,7 +233,8 @@ def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     store_shared(target, dst_off, data, f"{what} ({ins.where()})")
     bar = sig_cta.mbarriers.get(mbar_off)
     if bar is None:
-        raise Hazard(f"{what} ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
+        raise Hazard(f"{what} ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: "
+                     "no mbarrier")
     bar.complete_tx(nbytes, f"{what} ({ins.where()}) complete-tx")
 
 
@@ -494,8 +496,8 @@ def _tc_ld(ex, w, ins, mask):
                                                       ins.opcode)
     if other_quadrant:
         ex.note("tmem-lane-quadrant-from-warp", ins.site(), precedents.TMEM_LANE_FROM_WARP,
-                f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads lanes "
-                f"{lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
+                f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads "
+                f"lanes {lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
         ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
     for r in regs:
         if r.name in w.pending_tmem_ld:

@@ -103,7 +103,7 @@ import numpy as np
 
 from . import precedents
 from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
-from .state import POISON_WORD, TMEM_COLUMNS, TMEM_LANES, Cta, Hazard, TensorMemoryAllocation, Unsupported
+from .state import POISON_WORD, TMEM_COLUMNS, Cta, Hazard, TensorMemoryAllocation, Unsupported
 
 # --------------------------------------------------------------------------------------------------
 # Tensor-memory addresses

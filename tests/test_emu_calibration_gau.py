@@ -42,7 +42,8 @@ def test_gau_kernel_matches(version, mode):
     print(res.line())
     assert res.status == "match", res.message
     if version == "v2":
-        # his 2-SM epilogue reads the M=256 accumulator of CTA 1 at lane field 128 + ... (emu.tcgen05.tmem_ld_first_lane)
+        # his 2-SM epilogue reads CTA 1's half of the M=256 accumulator at lane field 128 + ...
+        # (emu.tcgen05.tmem_ld_first_lane)
         assert res.stats.get("tmem_ld_lane_remapped", 0) > 0
         assert res.launch["cluster"] == (2, 1, 1)
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(REPO))
 from emu.calibration import arseni, novus  # noqa: E402
 
 ARSENI_NOTES = {"mbarrier-init-unpublished", "mbarrier-used-before-init", "bulk-store-without-proxy-fence",
-                "bulk-store-source-unsynchronized", "bulk-store-source-reused-before-read", "bulk-store-reads-after-exit",
-                "tmem-outside-allocation"}
+                "bulk-store-source-unsynchronized", "bulk-store-source-reused-before-read",
+                "bulk-store-reads-after-exit", "tmem-outside-allocation"}
 NOVUS_NOTES = {"bulk-copy-reads-past-allocation", "async-copy-lands-after-exit", "tmem-lane-quadrant-from-warp"}
 
 

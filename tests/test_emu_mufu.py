@@ -68,7 +68,8 @@ def test_sweep_covers_the_cancellation_band_and_every_binade_below_32():
 
 def test_word_encoding_is_lossless():
     rng = np.random.default_rng(0)
-    w = np.concatenate([rng.integers(0, 1 << 32, 1000, dtype=np.uint64), np.arange(5000) + 7 * 10 ** 8]).astype(np.uint32)
+    w = np.concatenate([rng.integers(0, 1 << 32, 1000, dtype=np.uint64), np.arange(5000) + 7 * 10 ** 8])
+    w = w.astype(np.uint32)
     assert np.array_equal(mufu.decode_words(**mufu.encode_words(w)), w)
 
 
@@ -140,7 +141,7 @@ def test_silu_report_rows_and_the_isa_bound_verdict():
 # ------------------------------------------------------------------ the real measurement
 REAL = sorted(glob.glob(str(mufu.REPO / "tests" / "data" / "mufu_*.npz")))
 needs_real = pytest.mark.skipif(not REAL, reason="no MUFU fixture yet: the lead runs `python3 -m emu.calibration.mufu "
-                                "--gpu $OUT/mufu_h100.npz` on a lent H100/H200 and adds it as tests/data/mufu_<card>.npz")
+                                "--gpu $OUT` on a lent H100/H200 and adds $OUT/mufu_<card>.npz to tests/data/")
 
 
 @needs_real

@@ -335,7 +335,8 @@ def silu_error_report(m: int = 256, n: int = 256, k: int = 1024, seeds=(1, 2), w
     datasets = []
     for seed in seeds:
         for mode in ("leaderboard", "strict"):
-            datasets.append((f"{mode} seed {seed}", reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")))
+            data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
+            datasets.append((f"{mode} seed {seed}", data))
         for s in wide_shifts:
             d = list(reference.generate_input(m, n, k, 1, seed, mode="strict", device="cpu"))
             sfb2 = (d[5].float() * 2.0 ** s).clamp(max=448.0).to(torch.float8_e4m3fn)
@@ -371,8 +372,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gpu", metavar="OUT", help="run the probe on this machine's GPU and write the fixture (a .npz path, "
-                   "or a folder for mufu_<card>.npz)")
+    g.add_argument("--gpu", metavar="OUT", help="run the probe on this machine's GPU and write the fixture "
+                   "(a .npz path, or a folder for mufu_<card>.npz)")
     g.add_argument("--check", metavar="FIXTURE.npz", help="summarize a fixture and check the emulator against it")
     g.add_argument("--silu", action="store_true", help="the SiLU forms' error on C against the leaderboard's tolerance")
     ap.add_argument("--bound", default="isa", choices=("isa", "measured", "facts_h100"),

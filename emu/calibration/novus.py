@@ -189,7 +189,8 @@ def device_source(src: str, inst: str) -> tuple[str, list[str]]:
     edits.append(f"cut {len(out) - cut} characters of host code from the template line of launch_nvfp4_dual_gemm on")
     out = "#include <cstdint>  // emu: uint8_t / int32_t, formerly via the ATen headers\n" + out[:cut]
     edits.append("prepended #include <cstdint>")
-    out += f"\n// emu: instantiate the template his dispatch launches\nvoid *__emu_instantiate[] = {{(void *)&{inst}}};\n"
+    out += ("\n// emu: instantiate the template his dispatch launches\n"
+            f"void *__emu_instantiate[] = {{(void *)&{inst}}};\n")
     edits.append(f"appended an instantiation of {inst}")
     return out, edits
 
