@@ -9,6 +9,8 @@ Modules, one concern each:
   mbarrier   mbarrier phase / arrival / tx-count semantics
   tma        tensor-map decode and tile fetch (swizzle, FP4 packing, multicast)
   tcgen05    tensor memory, descriptors, block-scaled MMA, tcgen05.cp/ld
+  mufu       ex2/rcp/tanh .approx values: exact-rounded, or a hardware measurement where one exists
+  precedents the hardware-verified kernels that verdict notes name (a model violation they survive)
   machine    clusters, the seeded scheduler, the asynchronous engine, deadlock reports
   launch     capture of the real host-side launch (grid, cluster, smem, parameter bytes)
   run        inputs -> emulated kernel -> C, compared with reference.py

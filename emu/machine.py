@@ -20,9 +20,13 @@ from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError,
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
-DYNAMIC_SMEM_OFFSET = 1024  # the first 1 KiB is reserved (the cubin reports 1024 bytes of static shared memory)
+# The first 1 KiB of a CTA's shared window is reserved for the system (CUDA C++ Programming Guide, compute capability
+# 9.0/10.0: 1 KB of shared memory per block is reserved; a CuTe DSL cubin reports 1024 bytes of static shared memory
+# and no variable of its own): the kernel's static variables start after it, the dynamic buffer after those.
+RESERVED_SMEM = 1024
 
 
+EXIT_CHECKS = []  # functions(cta) an opcode module registers for rules that hold once a CTA has exited
 SLEPT = Control("slept")  # execute_one: the warp went to sleep on a barrier (its pc already advanced)
 
 
@@ -38,6 +42,7 @@ class NamedBarrier:
         self.expected = None
         self.arrived = 0
         self.waiting = []
+        self.generation = 0  # completed phases (emu.ops_async orders TMA-store sources by them)
 
     def describe(self) -> str:
         return f"named barrier {self.ident} of CTA{self.cta.rank} ({self.arrived} of {self.expected} threads arrived)"
@@ -56,20 +61,22 @@ class ClusterBarrier:
 
 
 class AsyncOp:
-    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue.
+    """An in-flight asynchronous operation; `queue` orders it after earlier ops of the same queue; `ready()`, when
+    given, says whether it can complete yet (a copy whose target mbarrier is not initialised yet waits for it).
 
     `cost` says what the operation moves or computes, for the timed scheduler (emu.timing): a Cost. The seeded
     scheduler only counts the global bytes each read asks for (Machine.traffic)."""
 
-    def __init__(self, name: str, run, queue=None, line: int = 0, cost=None):
-        self.name, self.run, self.queue, self.line, self.cost = name, run, queue, line, cost
+    def __init__(self, name: str, run, queue=None, line: int = 0, cost=None, ready=None):
+        self.name, self.run, self.queue, self.line, self.cost, self.ready = name, run, queue, line, cost, ready
 
 
 class Cost:
     """What an asynchronous operation uses. unit: "load" (TMA or bulk copy global -> shared: nbytes read from the
     global allocation at `source`, delivered to each CTA of `dests`), "store" (shared -> global), "mma"
     (m, n, k of one tcgen05.mma over the CTAs of `dests`, `a_bytes`/`b_bytes` read from each one's shared memory),
-    "cp" (tcgen05.cp: nbytes from shared to tensor memory), "commit"."""
+    "cp" (tcgen05.cp: nbytes from shared to tensor memory), "commit" (tcgen05.commit), "arrive" (an mbarrier arrival
+    once the earlier operations of its queue are complete, e.g. cp.async.mbarrier.arrive)."""
 
     __slots__ = ("unit", "nbytes", "source", "dests", "m", "n", "k", "a_bytes", "b_bytes")
 
@@ -86,6 +93,7 @@ class Machine:
         self.kernel = kernel
         self.launch = launch
         self.gmem = gmem
+        self.seed = seed  # 0 is the default schedule; emu.mufu draws tanh.approx errors only under others
         self.rng = np.random.default_rng(seed)
         self.max_quantum = max_quantum
         self.completion_prob = completion_prob
@@ -95,8 +103,10 @@ class Machine:
         self.block = tuple(launch.block)
         self.cluster_dims = tuple(launch.cluster) if launch.cluster else (1, 1, 1)
         self.dyn_smem = launch.dynamic_smem
+        self.dynamic_smem_offset = kernel.shared_layout.dynamic_offset(RESERVED_SMEM)
         self.stats = {"warp_instructions": 0, "async_ops": 0, "mma": 0, "tma_bytes": 0}
         self.notes = {}  # (rule, where) -> emu.state.Note: model violations with a hardware-verified precedent
+        self.current = None  # (warp, instruction) executing or the AsyncOp completing: where_now() names it
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
         self.traffic = {}  # global allocation base -> bytes the async loads asked for (one request, any multicast)
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
@@ -139,7 +149,7 @@ class Machine:
         for rank in range(cx * cy * cz):
             lx, ly, lz = rank % cx, (rank // cx) % cy, rank // (cx * cy)
             ctaid = (cid[0] * cx + lx, cid[1] * cy + ly, cid[2] * cz + lz)
-            smem = np.full(DYNAMIC_SMEM_OFFSET + self.dyn_smem, POISON_BYTE, np.uint8)
+            smem = np.full(self.dynamic_smem_offset + self.dyn_smem, POISON_BYTE, np.uint8)
             cta = Cta(ctaid, rank, cl, smem)
             cta.named_barriers = {}
             cta.warps = [Warp(cta, i, min(WARP, nthreads - i * WARP), self.kernel.reg_decls)
@@ -148,6 +158,7 @@ class Machine:
         cl.barrier = ClusterBarrier(cl)
         cl.inflight = []
         cl.progress = 0
+        cl.machine = self  # where a deep semantic rule records a Note (Machine.note)
         return cl
 
     # ------------------------------------------------------------------ addresses and special registers
@@ -155,8 +166,11 @@ class Machine:
         p = self.param_by_name.get(name)
         if p is not None:
             return self.param_base + p.offset
-        if name in self.kernel.shared_vars:
-            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | DYNAMIC_SMEM_OFFSET
+        layout = self.kernel.shared_layout
+        if name in layout.offsets:
+            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | (RESERVED_SMEM + layout.offsets[name])
+        if name in layout.dynamic_names:
+            return (warp.cta.rank << CLUSTER_RANK_SHIFT) | self.dynamic_smem_offset
         raise EmulatorError(f"unknown symbol {name}")
 
     def convert_address(self, v: np.ndarray, space: str, to_space: bool) -> np.ndarray:
@@ -260,18 +274,37 @@ class Machine:
         seen, out = set(), []
         for op in cluster.inflight:
             if op.queue is None:
-                out.append(op)
+                if op.ready is None or op.ready():
+                    out.append(op)
             elif op.queue not in seen:
                 seen.add(op.queue)
                 out.append(op)
         return out
 
-    def complete_one(self, cluster) -> None:
-        ops = self._eligible(cluster)
+    def complete_one(self, cluster, ops: list) -> None:
         op = ops[int(self.rng.integers(len(ops)))]
         cluster.inflight.remove(op)
-        op.run()
+        self.current = op
+        try:
+            op.run()
+        except EmulatorError as e:
+            raise type(e)(f"{e} [{self.where_now()}]") from None
         cluster.progress += 1
+
+    def where_now(self, brief: bool = False) -> str:
+        """What is running: the warp and PTX line of the instruction, or the asynchronous operation completing
+        (brief: only the PTX line and the operation, the place a Note is filed under)."""
+        cur = self.current
+        if isinstance(cur, AsyncOp):
+            if brief:
+                return f"PTX line {cur.line} ({cur.name.split(' [')[0]}, completing)"
+            return f"{cur.name} issued at PTX line {cur.line}, completing"
+        if cur is None:
+            return "outside any instruction"
+        w, ins = cur
+        if brief:
+            return ins.site()
+        return f"warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}"
 
     # ------------------------------------------------------------------ running
     def run(self, cluster_ids=None) -> None:
@@ -299,10 +332,16 @@ class Machine:
         while True:
             runnable = [w for w in warps if self._runnable(w)]
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
-                self.complete_one(cl)
-                continue
+                ready = self._eligible(cl)
+                if ready:
+                    self.complete_one(cl, ready)
+                    continue
             if not runnable:
                 if all(w.done for w in warps):
+                    if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
+                        raise Deadlock(f"cluster {cl.clusterid} exited with asynchronous operations that can never "
+                                       "complete (their target mbarrier was never initialised): "
+                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
                 if sleepers and cl.progress != mark:
@@ -315,13 +354,14 @@ class Machine:
                 raise Deadlock(self.deadlock_report(cl))
             w = runnable[int(rng.integers(len(runnable)))]
             self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
-        # every CTA must have released its tensor memory before exit (PTX ISA 9.7.16.7.1)
+        # Operations still in flight when their CTA exited were completed above, in the seeded order, after the exit:
+        # each one's delivery checks the CTAs it touches (emu.ops_async: a write into an exited CTA's shared memory, a
+        # store reading it). Then the per-CTA exit rules: tensor memory released (PTX ISA 9.7.16.7.1) and EXIT_CHECKS.
         for cta in cl.ctas:
             if cta.tmem_allocs:
                 raise Hazard(f"CTA {cta.ctaid} exited with tensor memory still allocated: {cta.tmem_allocs}")
-        if cl.inflight:
-            raise Hazard(f"cluster {cl.clusterid} exited with {len(cl.inflight)} asynchronous operations in flight: "
-                         + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
+            for check in EXIT_CHECKS:
+                check(cta)
 
     def step_warp(self, w, quantum: int) -> None:
         cl = w.cta.cluster
@@ -342,6 +382,7 @@ class Machine:
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
         ins = instrs[pc]
         w.last_line = ins.line
+        self.current = (w, ins)
         mask = lanes
         if ins.guard is not None:
             g = w.read(ins.guard[0], "pred")

@@ -75,8 +75,10 @@ class Mbarrier:
         return (self.phase & 1) != (parity & 1)
 
 
-def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
-    """A thread of another CTA uses `bar`: its initialisation must have been published to that thread."""
+def check_remote_use(bar: Mbarrier, warp, what: str, note=None) -> None:
+    """A thread of another CTA uses `bar`: its initialisation must have been published to that thread. A violation
+    raises Hazard, or, when `note(detail)` is given, is recorded through it (a model violation that hardware-verified
+    kernels survive: the remote use comes long after the init in practice; see emu.ops_async)."""
     if warp.cta is bar.cta:
         return
     synced = getattr(warp, "cluster_synced_phase", -1)
@@ -86,8 +88,11 @@ def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
         how = ("was never fenced (fence.mbarrier_init.release.cluster) and published by a cluster barrier"
                if bar.published_phase is None else
                f"was published in cluster-barrier phase {bar.published_phase}, but this thread has not waited on it")
-        raise Hazard(f"{what}: CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} of CTA rank {bar.cta.rank}, "
-                     f"whose initialisation {how} (PTX ISA 9.7.13.15.9, 9.7.13.4)")
+        msg = (f"{what}: CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} of CTA rank {bar.cta.rank}, "
+               f"whose initialisation {how} (PTX ISA 9.7.13.15.9, 9.7.13.4)")
+        if note is None:
+            raise Hazard(msg)
+        note(msg)
 
 
 def note_signal(bar: Mbarrier, warp, now: int) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import mufu
 from .isa import family, unsupported
+from .mufu import flush_subnormal as _ftz
 from .ptx import Pair, Reg, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
 
@@ -86,8 +88,13 @@ def _int_binary(fn):
         def execute(ex, w, ins, m):
             ty = ins.info
             d, a, b = ins.operands
+            x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+            flush = ty == "f32" and "ftz" in ins.parts
+            if flush:
+                x, y = _ftz(x), _ftz(y)
             with np.errstate(over="ignore", invalid="ignore"):
-                w.write(d, _canon_nan(fn(w.read(a, ty, ex), w.read(b, ty, ex))), ty, m)
+                r = _canon_nan(fn(x, y))
+            w.write(d, _ftz(r) if flush else r, ty, m)
 
     return Fam
 
@@ -170,8 +177,12 @@ class Mul:
         d, a, b = ins.operands
         x, y = w.read(a, ty, ex), w.read(b, ty, ex)
         if mode == "f":
+            flush = ty == "f32" and "ftz" in ins.parts  # .ftz: subnormal inputs and results -> signed zero
+            if flush:
+                x, y = _ftz(x), _ftz(y)
             with np.errstate(over="ignore", invalid="ignore"):
-                w.write(d, _canon_nan(x * y), ty, m)
+                r = _canon_nan(x * y)
+            w.write(d, _ftz(r) if flush else r, ty, m)
             return
         bits = type_bits(ty)
         signed = ty[0] == "s"
@@ -317,13 +328,18 @@ class Setp:
 
 @family("cvt")
 class Cvt:
-    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, and cvt.rn.f16x2.f32 (PTX ISA 9.7.9.21)."""
+    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, cvt.rn.f16.f32 and cvt.rn.f16x2.f32
+    (PTX ISA 9.7.9.21)."""
 
     @staticmethod
     def decode(ins):
         parts = ins.parts[1:]
         if parts == ["rn", "f16x2", "f32"] or tuple(parts) == ("rn", "f16x2", "f32"):
             return "f16x2"
+        if tuple(parts) == ("rn", "f16", "f32"):
+            # a narrowing float conversion takes a rounding modifier; .rn: to nearest, ties to even, beyond the f16
+            # range -> inf as IEEE 754 rounding gives (PTX ISA 9.7.9.21 "cvt", floating-point rounding modifiers)
+            return ("f2f",) + tuple(parts[-2:])
         if len(parts) == 2 and parts[0] in _INT and parts[1] in _INT:
             return tuple(parts)
         if len(parts) == 3 and parts[0] == "rn" and parts[1] in ("f16", "f32") and parts[2] in _INT \
@@ -342,6 +358,13 @@ class Cvt:
                 hi = _canon_nan(w.read(a, "f32", ex).astype(np.float16)).view(np.uint16).astype(np.uint32)
                 lo = _canon_nan(w.read(b, "f32", ex).astype(np.float16)).view(np.uint16).astype(np.uint32)
             w.write(d, (hi << np.uint32(16)) | lo, "b32", m)
+            return
+        if ins.info[0] == "f2f":
+            _, dty, sty = ins.info
+            d, a = ins.operands
+            with np.errstate(over="ignore", invalid="ignore"):
+                r = w.read(a, sty, ex).astype(np.float16 if dty == "f16" else np.float32)
+            w.write(d, _canon_nan(r), dty, m)  # NaN -> 0x7FFF, as cvt.rn.f16x2.f32 gives on an H200 (assumed alike)
             return
         if ins.info[0] == "i2f":
             _, fty, ity = ins.info
@@ -383,32 +406,51 @@ class Cvta:
         w.write(d, ex.convert_address(v, space, to), ty, m)
 
 
-def _special_function(forms: tuple, fn):
-    """One-operand f32 special functions (MUFU): the value computed in float64 and rounded once, with .ftz
-    flushing subnormal inputs and results, and the canonical NaN the GPU returns."""
+def _special_function(name: str, forms: tuple):
+    """One-operand f32 special functions (MUFU): emu.mufu's model (the exact value rounded once, or the measured
+    hardware word where a sweep measured the input), .ftz flushing subnormal inputs and results, the canonical NaN
+    the GPU returns. rcp.rn.f32 is IEEE division, not a MUFU approximation: always exact."""
 
     class Fam:
         @staticmethod
         def decode(ins):
             if ins.opcode not in forms:
                 raise unsupported(ins)
-            return "ftz" in ins.parts
+            return "ftz" in ins.parts, "approx" in ins.parts
 
         @staticmethod
         def execute(ex, w, ins, m):
             d, a = ins.operands
-            x = _ftz(w.read(a, "f32", ex)) if ins.info else w.read(a, "f32", ex)
-            with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-                r = fn(x.astype(np.float64)).astype(np.float32)
-            w.write(d, _canon_nan(_ftz(r) if ins.info else r), "f32", m)
+            ftz, approx = ins.info
+            x = w.read(a, "f32", ex)
+            if approx:
+                r = mufu.evaluate(name, x, ftz, _mufu_rng(ex) if name == "tanh" else None)
+            else:
+                with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+                    r = mufu.EXACT[name](x.astype(np.float64)).astype(np.float32)
+            w.write(d, _canon_nan(r), "f32", m)
 
     return Fam
 
 
-# ex2.approx{.ftz}.f32: 2^a, max relative error 2^-22 on the normal range (PTX ISA 9.7.3.20)
-family("ex2")(_special_function(("ex2.approx.ftz.f32", "ex2.approx.f32"), np.exp2))
-# rcp.approx{.ftz}.f32: 1/a, max relative error 2^-23 (PTX ISA 9.7.3.15); rcp.rn.f32 is the exact reciprocal
-family("rcp")(_special_function(("rcp.approx.ftz.f32", "rcp.approx.f32", "rcp.rn.f32"), lambda x: 1.0 / x))
+def _mufu_rng(ex):
+    """The generator of tanh.approx error draws: only under a non-default schedule (Machine seed != 0), and its own
+    stream, so the warp schedule a seed draws does not depend on how many tanh instructions ran."""
+    seed = getattr(ex, "seed", 0)
+    if not seed:
+        return None
+    rng = ex.__dict__.get("_mufu_rng")
+    if rng is None:
+        rng = ex._mufu_rng = np.random.default_rng([seed, 0x6D756675])
+    return rng
+
+
+# PTX ISA "Floating Point Instructions": ex2.approx{.ftz}.f32 2^a, max relative error 2^-22 on the normal range;
+# rcp.approx{.ftz}.f32 1/a, max relative error 2^-23 (rcp.rn.f32: IEEE); tanh.approx.f32 (sm_75+) max relative error
+# 2^-10.987, subnormals supported, no .ftz form. What the emulator returns inside those bounds: emu/mufu.py.
+family("ex2")(_special_function("ex2", ("ex2.approx.ftz.f32", "ex2.approx.f32")))
+family("rcp")(_special_function("rcp", ("rcp.approx.ftz.f32", "rcp.approx.f32", "rcp.rn.f32")))
+family("tanh")(_special_function("tanh", ("tanh.approx.f32",)))
 
 
 _CANONICAL_NAN = {np.dtype(np.float32): np.uint32(0x7FFFFFFF).view(np.float32),
@@ -423,14 +465,6 @@ def _canon_nan(x: np.ndarray) -> np.ndarray:
     if nan is None or not np.isnan(x).any():
         return x
     return np.where(np.isnan(x), nan, x)
-
-
-def _ftz(x: np.ndarray) -> np.ndarray:
-    """Flush f32 subnormals to sign-preserving zero (.ftz, PTX ISA 9.7.3)."""
-    x = np.asarray(x, np.float32).copy()
-    tiny = np.abs(x) < np.float32(1.1754944e-38)
-    x[tiny] = np.copysign(np.float32(0), x[tiny])
-    return x
 
 
 @family("div")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tcgen05, tma
+from . import precedents, tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp, Cost
 from .mbarrier import check_remote_use, note_signal
@@ -95,7 +95,7 @@ class BulkTensorLoad:
             else:
                 targets = [dst_cta]
             mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
-            signals = []
+            signals, unseen = [], []
             for t in targets:  # (checked below, at issue: the issuing thread must see each barrier's init)
                 # The mbarrier signalled for a destination: the same offset in that CTA; with .cta_group::2 the
                 # mbarrier may sit in either CTA of the destination's pair, and the mbar operand's CTA picks
@@ -109,15 +109,55 @@ class BulkTensorLoad:
                 if sig_cta is not w.cta:
                     peer_bar = sig_cta.mbarriers.get(mbar_off)
                     if peer_bar is None:
-                        raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
-                                     f"which holds no initialised mbarrier")
-                    check_remote_use(peer_bar, w, ins.opcode)
-                    note_signal(peer_bar, w, ex.clock)
+                        unseen.append(sig_cta)  # initialised later or never: settled when the copy lands (below)
+                    else:
+                        check_remote_use(peer_bar, w, ins.opcode, note=_unpublished_note(ex, ins))
+                        note_signal(peer_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
-            cost = Cost("load", nbytes, ex.gmem.allocation(tmap.address)[0], targets)
-            ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
-                                                                    nbytes, ins), None, ins.line, cost))
+            run = _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off, nbytes, ins)
+            cost = Cost("load", nbytes, _allocation_of(ex, tmap.address), targets)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _settle_unseen(ex, ins, w, unseen, mbar_off, run), None,
+                                             ins.line, cost, ready=_initialised(unseen, mbar_off)))
+
+
+# A signal to another CTA's mbarrier that no publication reached, or that the target had not even initialised when the
+# copy was issued: the memory model promises nothing (PTX ISA 9.7.13.15.9: mbarrier.init must be made visible to the
+# cluster, 9.7.13.4 fence.mbarrier_init + a cluster-scope release/acquire). Hardware survives it because the signal
+# lands a global-memory latency after issue, long after the peer's first instructions. Emulated: the copy completes
+# only once the target is initialised, and the run carries a Note.
+def _allocation_of(ex, addr: int):
+    """The base of the global allocation a copy reads from (its Cost's source), or None past every allocation."""
+    try:
+        return ex.gmem.allocation(addr)[0]
+    except Hazard:
+        return None
+
+
+def _unpublished_note(ex, ins):
+    return lambda detail: ex.note("mbarrier-init-unpublished", ins.site(), precedents.ARSENI_INIT_UNPUBLISHED, detail)
+
+
+def _initialised(ctas: list, offset: int):
+    if not ctas:
+        return None
+    return lambda: all(offset in cta.mbarriers for cta in ctas)
+
+
+def _settle_unseen(ex, ins, w, ctas: list, offset: int, run):
+    if not ctas:
+        return run
+    issued = ex.clock
+
+    def settle_then_run():
+        for cta in ctas:
+            bar = cta.mbarriers[offset]
+            _unpublished_note(ex, ins)(f"{ins.opcode} by CTA rank {w.cta.rank} signals the mbarrier at {offset:#x} of "
+                                       f"CTA rank {cta.rank}, which was not yet initialised when the copy was issued")
+            note_signal(bar, w, issued)
+        run()
+
+    return settle_then_run
 
 
 @family("cp.async.bulk.shared::cta", "cp.async.bulk.shared::cluster")
@@ -155,10 +195,17 @@ class BulkCopyLoad:
                 raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
 
             def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
-                _deliver(dst_cta, dst_off, ex.gmem.read(g, nbytes), dst_cta, mbar_off, nbytes, f"bulk copy ({ins.where()})")
+                data, outside = ex.gmem.read_or_poison(g, nbytes)
+                if outside:
+                    # Reading past a tensor is not an error the ISA defines away: it is whatever memory is mapped there.
+                    # The bytes come in poisoned, so a kernel that uses them mismatches; one that never does survives.
+                    ex.note("bulk-copy-reads-past-allocation", ins.site(), precedents.NOVUS_SHORT_K,
+                            f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation "
+                            "(read as poison)")
+                _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
-            cost = Cost("load", nbytes, ex.gmem.allocation(g)[0], (dst_cta,))
+            cost = Cost("load", nbytes, _allocation_of(ex, g), (dst_cta,))
             ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line, cost))
 
 
@@ -181,28 +228,41 @@ class BulkPrefetch:
             if ins.info:
                 tens = ins.operands[0]
                 tmap = ex.tensor_map(int(to_bits(w.read(tens.tensor_map, "b64", ex), "b64")[lane]))
-                ex.prefetch(ex.gmem.allocation(tmap.address)[0], tma.box_bytes(tmap))
+                ex.prefetch(_allocation_of(ex, tmap.address), tma.box_bytes(tmap))
             else:
                 src = int(lane_addresses(ex, w, ins.operands[0], 64)[lane])
-                ex.prefetch(ex.gmem.allocation(src)[0], int(w.read(ins.operands[1], "u32", ex)[lane]))
+                ex.prefetch(_allocation_of(ex, src), int(w.read(ins.operands[1], "u32", ex)[lane]))
         return None
 
 
-def _deliver(target, dst_off, data, sig_cta, mbar_off, nbytes, what):
+def exited(cta) -> bool:
+    """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
+    return bool(getattr(cta, "warps", None)) and all(w.done for w in cta.warps)
+
+
+def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     """An asynchronous copy completes: its bytes land in `target`'s shared memory, then complete-tx of nbytes on
-    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism)."""
-    store_shared(target, dst_off, data, what)
+    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism).
+    A copy that lands after its CTA exited writes shared memory the CTA no longer owns: a Note, since the
+    hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
+    for cta in {id(target): target, id(sig_cta): sig_cta}.values():
+        if exited(cta):
+            ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
+                    f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
+                    "and signals its mbarrier, which the next CTA on the SM may already own")
+    store_shared(target, dst_off, data, f"{what} ({ins.where()})")
     bar = sig_cta.mbarriers.get(mbar_off)
     if bar is None:
-        raise Hazard(f"{what} signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
-    bar.complete_tx(nbytes, f"{what} complete-tx")
+        raise Hazard(f"{what} ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: "
+                     "no mbarrier")
+    bar.complete_tx(nbytes, f"{what} ({ins.where()}) complete-tx")
 
 
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
     def run():
         data = tma.tile_bytes(tmap, coords, ex.gmem.read, dst_off)
         for t, sig in zip(targets, signals):
-            _deliver(t, dst_off, data, sig, mbar_off, nbytes, f"TMA load ({ins.where()})")
+            _deliver(ex, ins, t, dst_off, data, sig, mbar_off, nbytes, "TMA load")
         ex.stats["tma_bytes"] += data.size * len(targets)
 
     return run
@@ -410,7 +470,7 @@ def _tc_commit(ex, w, ins, mask):
             bars.append((tcta, bar))
 
         for _, bar in bars:
-            check_remote_use(bar, w, ins.opcode)
+            check_remote_use(bar, w, ins.opcode, note=_unpublished_note(ex, ins))
             note_signal(bar, w, ex.clock)
 
         def run(bars=bars):
@@ -434,20 +494,15 @@ class _PendingTmemLoad:
     registers before its wait::ld as well.
     """
 
-    def __init__(self, w, taddr, regs, mask, num, shape="32x32b", stats=None):
+    def __init__(self, w, taddr, regs, mask, num, shape="32x32b"):
         self.w, self.taddr, self.regs, self.mask, self.num, self.shape = w, taddr, regs, mask, num, shape
-        self.stats = stats
 
     def finish(self):
         w = self.w
         for r in self.regs:
             w.pending_tmem_ld.pop(r.name, None)
         load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
-        before = getattr(w.cta, "pair_lane_loads", 0)
         vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
-        if self.stats is not None and getattr(w.cta, "pair_lane_loads", 0) != before:
-            # a load at lanes 128..255 of the pair's odd CTA (emu.tcgen05._pair_lane): counted, so reports show it
-            self.stats["tmem_ld_pair_lanes"] = self.stats.get("tmem_ld_pair_lanes", 0) + 1
         for i, r in enumerate(self.regs):
             w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
 
@@ -466,10 +521,18 @@ def _tc_ld(ex, w, ins, mask):
     first = _lane(mask)[0]
     if (taddr[mask] != taddr[first]).any():
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
+    lane_field, col = tcgen05.split_taddr(int(taddr[first]))
+    lane, other_quadrant = tcgen05.tmem_ld_first_lane(lane_field, w.warp_id % 4, 16 if shape == "16x256b" else 32,
+                                                      ins.opcode)
+    if other_quadrant:
+        ex.note("tmem-lane-quadrant-from-warp", ins.site(), precedents.TMEM_LANE_FROM_WARP,
+                f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads "
+                f"lanes {lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
+        ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(w, int(taddr[first]), regs, mask.copy(), num, shape, ex.stats)
+    pending = _PendingTmemLoad(w, (lane << 16) | col, regs, mask.copy(), num, shape)
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None
@@ -549,30 +612,135 @@ class BulkTensorStore:
             cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
             token = _BulkOp()
             pending.setdefault(lane, []).append(token)
-            ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", _tma_store_run(ex, tmap, c, cta, off, token, ins),
-                                             None, ins.line, Cost("store", tma.box_bytes(tmap), dests=(cta,))))
+            source = _StoreSource(ex, ins, w, tmap, c, cta, off, token)
+            ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", source.read_and_store, None, ins.line,
+                                             Cost("store", tma.box_bytes(tmap), dests=(cta,))))
         return None
 
 
-def _tma_store_run(ex, tmap, coords, cta, off, token, ins):
-    from .state import smem_read
+def _store_box_bytes(tmap) -> int:
+    rows = 1
+    for c in tmap.box_counts[1:]:
+        rows *= c
+    return rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
 
-    def run():
-        counts = tmap.box_counts
-        rows = 1
-        for c in counts[1:]:
-            rows *= c
-        total = rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
-        image = smem_read(cta, off, total)
+
+class _StoreSource:
+    """The shared-memory source of one TMA store, from issue until its issuer's synchronization epoch is over.
+
+    The PTX rules a TMA store (an async-proxy read of shared memory) relies on: the bytes were written by generic
+    stores fenced into the async proxy (fence.proxy.async, PTX ISA 9.7.13.4 "membar/fence", proxy fences) and
+    ordered before the issue (a barrier with the writers), and nobody rewrites them until cp.async.bulk.wait_group.read
+    says the store has read them (PTX ISA 9.7.9.25.6.2). The emulator reads the source when the store completes.
+    A kernel that breaks these rules is racing; the hardware-verified precedent (arseni_ivanov's epilogue: every warp
+    writes its part of the C tile, warp 0 issues the store right away with no fence or barrier, and never waits for
+    it) survives because a store reads its source a while after issue and long before the next rewrite. That timing
+    is what the emulator gives such a kernel, each time with a Note:
+    - a generic write into the source by another warp in the issuer's epoch (no barrier the two share has completed
+      since the issue) belongs to this store: if the store has already read, it reads and stores again, later;
+    - any later write (the issuer's own after the issue, or another warp's after a shared barrier) is a reuse: the
+      store reads the old bytes first;
+    - unfenced generic writes in the source at issue, and a store still reading after its CTA exited, are noted.
+    """
+
+    def __init__(self, ex, ins, w, tmap, coords, cta, off, token):
+        self.ex, self.ins, self.issuer, self.tmap, self.coords, self.cta, self.off, self.token = \
+            ex, ins, w, tmap, coords, cta, off, token
+        self.hi = off + _store_box_bytes(tmap)
+        self.epoch = {b: bar.generation for b, bar in cta.named_barriers.items()}  # a barrier made later: 0
+        self.snapshot = None  # the bytes read early, before a reuse
+        self.read = False
+        self.restore_pending = False
+        cta.__dict__.setdefault("store_sources", []).append(self)
+        unfenced = generic_writes_unfenced(cta, off, self.hi)
+        if unfenced:
+            ex.note("bulk-store-without-proxy-fence", ins.site(), precedents.ARSENI_C_STORE,
+                    f"the TMA store's source [{off:#x}, {self.hi:#x}) holds bytes written by generic stores of warps "
+                    f"{sorted(unfenced)} with no fence.proxy.async after them")
+
+    def _completed_since_issue(self, barrier_id) -> bool:
+        return self.cta.named_barriers[barrier_id].generation != self.epoch.get(barrier_id, 0)
+
+    def same_epoch(self, w) -> bool:
+        """No barrier that w and the issuer have both joined has completed since the issue."""
+        if w is self.issuer:
+            return False
+        return not any(self._completed_since_issue(b) for b in _joined(w) & _joined(self.issuer))
+
+    def epoch_over(self) -> bool:
+        return any(self._completed_since_issue(b) for b in _joined(self.issuer)) or exited(self.cta)
+
+    def read_and_store(self):
+        if exited(self.cta):
+            self.ex.note("bulk-store-reads-after-exit", self.ins.site(), precedents.ARSENI_C_STORE,
+                         f"the TMA store reads shared memory of CTA {self.cta.ctaid} after it exited (no "
+                         "cp.async.bulk.wait_group before the exit)")
+        image = self.snapshot if self.snapshot is not None else self.cta.smem[self.off:self.hi].copy()
+        self._store(image)
+        self.read = True
+        self.token.done = True
+
+    def _restore(self):
+        self.restore_pending = False
+        self._store(self.snapshot if self.snapshot is not None else self.cta.smem[self.off:self.hi].copy())
+
+    def _store(self, image):
+        if self.hi > self.cta.smem.size:
+            raise Hazard(f"TMA store source [{self.off:#x}, {self.hi:#x}) outside {self.cta.smem.size} bytes of shared "
+                         f"memory (CTA {self.cta.ctaid})")
 
         def write(addr, data):
-            ex.gmem.write(addr, data)
-            ex.store_log.append((int(addr), int(data.size)))
+            self.ex.gmem.write(addr, data)
+            self.ex.store_log.append((int(addr), int(data.size)))
 
-        ex.stats["tma_store_bytes"] = ex.stats.get("tma_store_bytes", 0) + tma.tile_store(tmap, coords, image, off, write)
-        token.done = True
+        n = tma.tile_store(self.tmap, self.coords, image, self.off, write)
+        self.ex.stats["tma_store_bytes"] = self.ex.stats.get("tma_store_bytes", 0) + n
 
-    return run
+    def before_write(self, w, lo: int, hi: int) -> None:
+        """A generic store of warp w to [lo, hi) of this CTA's shared memory is about to happen."""
+        if hi <= self.off or self.hi <= lo:
+            return
+        if self.same_epoch(w):
+            self.ex.note("bulk-store-source-unsynchronized", self.ins.site(), precedents.ARSENI_C_STORE,
+                         f"warp {w.warp_id} writes [{lo:#x}, {hi:#x}) of a TMA store's source after warp "
+                         f"{self.issuer.warp_id} issued the store, with no barrier between them")
+            if self.read and not self.restore_pending:
+                # it read too early for the hardware's timing: it reads (and stores) again, later
+                self.restore_pending = True
+                self.ex.submit(self.cta.cluster, AsyncOp("TMA store (late read)", self._restore, None, self.ins.line))
+            return
+        if (not self.read or self.restore_pending) and self.snapshot is None:
+            # the (late) read must have happened before this rewrite: it reads the bytes as they are now
+            if not self.read:
+                self.ex.note("bulk-store-source-reused-before-read", self.ins.site(), precedents.ARSENI_C_STORE,
+                             f"warp {w.warp_id} rewrites [{lo:#x}, {hi:#x}) of a TMA store's source before any "
+                             "cp.async.bulk.wait_group.read covered the store")
+            self.snapshot = self.cta.smem[self.off:self.hi].copy()
+
+
+def _joined(w) -> set:
+    return w.__dict__.get("barriers_joined", set())
+
+
+def generic_writes_unfenced(cta, lo: int, hi: int) -> set:
+    """Warps with generic stores into [lo, hi) of cta's shared memory that no fence.proxy.async of theirs followed."""
+    log = cta.__dict__.get("unfenced_writes", {})
+    return {w.warp_id for w, ranges in log.items() if any(a < hi and lo < b for a, b in ranges)}
+
+
+def on_shared_write(ex, w, cta, off: int, nbytes: int):
+    """Called by generic stores to shared memory before they write: the TMA-store sources they touch (_StoreSource)
+    and the unfenced-write log the proxy-fence rule reads (emptied by the warp's fence.proxy.async)."""
+    ranges = cta.__dict__.setdefault("unfenced_writes", {}).setdefault(w, [])
+    if ranges and ranges[-1][1] == off:
+        ranges[-1] = (ranges[-1][0], off + nbytes)
+    else:
+        ranges.append((off, off + nbytes))
+    sources = cta.__dict__.get("store_sources")
+    if sources:
+        sources[:] = [x for x in sources if not (x.read and not x.restore_pending and x.epoch_over())]
+        for x in sources:
+            x.before_write(w, off, off + nbytes)
 
 
 @family("cp.async.bulk.commit_group")

@@ -5,8 +5,8 @@ import numpy as np
 
 from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
-from .machine import ClusterBarrier
-from .ptx import Pair
+from .machine import EXIT_CHECKS, ClusterBarrier
+from .ptx import Imm, Pair
 from .state import Hazard
 
 
@@ -161,6 +161,7 @@ class NamedBarrierSync:
         elif bar.expected != count:
             raise Hazard(f"{ins.opcode} {ident}: thread count {count} differs from {bar.expected} of the other arrivals")
         bar.arrived += WARP
+        w.__dict__.setdefault("barriers_joined", set()).add(ident)
         if bar.arrived > bar.expected:
             raise Hazard(f"{bar.describe()}: more threads arrived than expected")
         arrive_only = ins.info[1]
@@ -170,6 +171,7 @@ class NamedBarrierSync:
                 other.pc[other.pc_at_block] += 1
             bar.waiting.clear()
             bar.arrived, bar.expected = 0, None
+            bar.generation += 1
             w.cta.cluster.progress += 1
             return None
         if arrive_only:
@@ -249,6 +251,10 @@ class Fence:
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        if ins.info.startswith("fence.proxy.async"):
+            # the warp's generic writes to shared memory so far are ordered before its later async-proxy operations
+            # (PTX ISA 9.7.13.4, proxy fences): the TMA-store rule of emu.ops_async stops counting them
+            w.cta.__dict__.get("unfenced_writes", {}).pop(w, None)
         if ins.info in ("fence.mbarrier_init.release.cluster", "fence.acq_rel.cluster", "fence.sc.cluster"):
             for bar in w.cta.mbarriers.values():
                 if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:
@@ -289,3 +295,70 @@ class GridDepControl:
             prev = getattr(w, "griddep_waited", None)
             w.griddep_waited = mask.copy() if prev is None else prev | mask
         return None
+
+
+@family("setmaxnreg")
+class SetMaxNReg:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 imm-reg-count (PTX ISA "setmaxnreg", miscellaneous instructions; sm_90a+):
+    a hint to raise (.inc) or lower (.dec) the warp's per-thread register maximum, served from a per-CTA pool. No
+    value changes, so no state here beyond its rules:
+    - imm-reg-count is an immediate in [24, 256], a multiple of 8;
+    - .sync.aligned: every thread of the warp executes it together;
+    - "The same setmaxnreg instruction must be executed by all warps in a warpgroup" (four contiguous warps, the
+      first a multiple of 4; a block that ends inside a warpgroup has only the warps that exist), and "after
+      executing a setmaxnreg instruction, all warps in the warpgroup must synchronize explicitly before executing
+      subsequent setmaxnreg instructions": the n-th setmaxnreg of each warp of a warpgroup must be the same
+      instruction, no warp may issue its (n+1)-th before every warp of its warpgroup issued its n-th, and at exit
+      every warp of a warpgroup has issued as many as the others.
+    Not checked: the count against the warp's current maximum (ptxas decides that, after the PTX) and the pool's
+    size (.inc blocks until registers are free; a pool never refilled would hang on hardware)."""
+
+    @staticmethod
+    def decode(ins):
+        if ins.parts[1:] not in (("inc", "sync", "aligned", "u32"), ("dec", "sync", "aligned", "u32")):
+            raise unsupported(ins)
+        (count,) = ins.operands
+        if not isinstance(count, Imm):
+            raise unsupported(ins, "imm-reg-count must be an immediate")
+        n = int(count.value)
+        if not 24 <= n <= 256 or n % 8:
+            raise Hazard(f"{ins.where()}: setmaxnreg count {n} must be a multiple of 8 in [24, 256]")
+        return ins.parts[1], n
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        live = ~w.exited
+        if (live & ~mask).any():
+            raise Hazard(f"{ins.opcode} is .sync.aligned: lanes {np.flatnonzero(live & ~mask).tolist()} do not execute it")
+        group = warpgroup_of(w)
+        mine = w.__dict__.setdefault("setmaxnreg_log", [])
+        n = len(mine)
+        for other in group:
+            theirs = other.__dict__.get("setmaxnreg_log", [])
+            if len(theirs) > n and theirs[n] is not ins:
+                raise Hazard(f"{ins.opcode}: warp {w.warp_id} executes {ins.where()} as its setmaxnreg #{n + 1}; warp "
+                             f"{other.warp_id} of its warpgroup executed {theirs[n].where()} (the same instruction "
+                             "must be executed by all warps in a warpgroup)")
+            if len(theirs) < n:
+                raise Hazard(f"{ins.opcode}: warp {w.warp_id} issues its setmaxnreg #{n + 1} before warp {other.warp_id} "
+                             f"of its warpgroup issued #{n} (the warpgroup must synchronize between setmaxnreg)")
+        mine.append(ins)
+        return None
+
+
+def warpgroup_of(w) -> list:
+    """The existing warps of w's warpgroup: warps 4g..4g+3 of the CTA (PTX ISA "warpgroup")."""
+    first = w.warp_id - w.warp_id % 4
+    return [x for x in w.cta.warps if first <= x.warp_id < first + 4]
+
+
+def _check_warpgroups_at_exit(cta) -> None:
+    """At CTA exit every warp of a warpgroup has executed the same number of setmaxnreg (SetMaxNReg)."""
+    for w in cta.warps[::4]:
+        counts = {x.warp_id: len(x.__dict__.get("setmaxnreg_log", [])) for x in warpgroup_of(w)}
+        if len(set(counts.values())) > 1:
+            raise Hazard(f"CTA {cta.ctaid}: warps of one warpgroup executed different numbers of setmaxnreg {counts} "
+                         "(the same setmaxnreg must be executed by all warps in a warpgroup)")
+
+
+EXIT_CHECKS.append(_check_warpgroups_at_exit)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import Control, family, unsupported
+from . import precedents
+from .isa import BLOCK, Control, family, unsupported
 from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
@@ -49,7 +50,10 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
         ex.store_log.append((int(addr), data.size))
         return
     if space.startswith("shared"):
+        from .ops_async import on_shared_write  # (ops_async imports this module)
+
         cta, off = _shared(ex, w, addr, space)
+        on_shared_write(ex, w, cta, off, data.size)
         store_shared(cta, off, data, "store")
         return
     raise Hazard(f"stores to the {space} space are not implemented")
@@ -57,7 +61,11 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
 
 @family("ld", "st")
 class LoadStore:
-    """ld/st.{param,global,shared{::cta,::cluster}}{.vN}.type (PTX ISA 9.7.9.8, 9.7.9.10)."""
+    """ld/st.{param,global,shared{::cta,::cluster}}{.vN}.type (PTX ISA 9.7.9.8, 9.7.9.10), with the cache operators
+    of PTX ISA 9.7.9.1 "Cache Operators" (ld: .ca .cg .cs .lu .cv; st: .wb .cg .cs .wt, e.g. st.global.wt of
+    __stwt): they choose how caches hold the line, never the value a single thread's access moves."""
+
+    CACHE_OPERATORS = {"ld": ("ca", "cg", "cs", "lu", "cv"), "st": ("wb", "cg", "cs", "wt")}
 
     @staticmethod
     def decode(ins):
@@ -70,7 +78,8 @@ class LoadStore:
             if p in ("v2", "v4", "v8"):
                 vec = int(p[1:])
             elif p not in (space, parts[-1], "weak", "relaxed", "volatile", "nc", "L1::no_allocate",
-                           "L2::cache_hint") and not p.startswith(("L1::", "L2::")):
+                           "L2::cache_hint") + LoadStore.CACHE_OPERATORS[ins.base] \
+                    and not p.startswith(("L1::", "L2::")):
                 raise unsupported(ins, f"modifier .{p}")
         if ins.base == "ld" and space == "param" and ins.parts[-1] not in ("b8", "b16", "b32", "b64", "u8", "u32",
                                                                             "u64", "s32", "u16"):
@@ -125,6 +134,35 @@ class Mapa:
         w.write(d, from_bits((r << np.uint64(CLUSTER_RANK_SHIFT)) | addr, "u32"), "u32", mask)
 
 
+class AwaitInit:
+    """What a warp that used an mbarrier no thread has initialised yet waits for (MbarrierOps: the use is retried once
+    the init happens; if it never does, the deadlock report names this)."""
+
+    def __init__(self, cta, offset: int):
+        self.cta, self.offset = cta, offset
+
+    def describe(self) -> str:
+        return (f"mbarrier.init at CTA{self.cta.rank}+{self.offset:#x} (the warp used that mbarrier before any thread "
+                "initialised it)")
+
+
+def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
+    """Using an mbarrier before its mbarrier.init is ordered before the use is undefined (PTX ISA 9.7.13.15.9: the
+    object must be initialised before any other mbarrier operation on it). A hardware-verified kernel does it and
+    survives (the init comes in the first instructions of warp 0, the use later on another warp): the warp waits for
+    the init, with a Note. True when the warp must wait."""
+    for lane in lanes:
+        cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), cluster_scope)
+        if off not in cta.mbarriers:
+            ex.note("mbarrier-used-before-init", ins.site(), precedents.ARSENI_INIT_UNPUBLISHED,
+                    f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at {off:#x} of CTA rank {cta.rank} "
+                    "before any thread initialised it (no barrier orders the init before this use)")
+            w.blocked_on = AwaitInit(cta, off)
+            cta.__dict__.setdefault("awaiting_init", {}).setdefault(off, []).append(w)
+            return True
+    return False
+
+
 def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
     if off % 8:
@@ -132,7 +170,9 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_remote_use(bar, w, what)
+    check_remote_use(bar, w, what, note=lambda detail: ex.note("mbarrier-init-unpublished",
+                                                                 f"PTX line {w.last_line} ({what})",
+                                                                 precedents.ARSENI_INIT_UNPUBLISHED, detail))
     return bar
 
 
@@ -171,11 +211,15 @@ class MbarrierOps:
                 cta.mbarriers[off] = bar = Mbarrier(cta, off, int(counts[lane]), ins.line)
                 bar.init_thread = (w, int(lane))
                 smem_write(cta, off, np.zeros(8, np.uint8))
+                for waiter in cta.__dict__.get("awaiting_init", {}).pop(off, []):
+                    waiter.blocked_on = None
             return None
         if op in ("arrive", "expect_tx"):
             state_op = ins.operands[0]
             addr_op = ins.operands[1]
             addrs = lane_addresses(ex, w, addr_op, 32)
+            if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+                return BLOCK
             extra = w.read(ins.operands[2], "u32", ex) if len(ins.operands) > 2 else None
             tokens = np.zeros(WARP, np.uint64)
             for lane in lanes:
@@ -196,6 +240,8 @@ class MbarrierOps:
         # try_wait / test_wait .parity
         p_op, addr_op, parity_op = ins.operands[:3]
         addrs = lane_addresses(ex, w, addr_op, 32)
+        if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+            return BLOCK
         parity = w.read(parity_op, "u32", ex)
         done = np.zeros(WARP, bool)
         last = None

@@ -1,7 +1,8 @@
 """PTX parser: the module text -> one Kernel whose instructions are decoded once.
 
 Covers the PTX the CuTe DSL emits (PTX ISA chapter 4 "Syntax", chapter 11 directives as used there):
-one `.entry` with `.param` declarations, `.reg` declarations, `.extern .shared` arrays, labels,
+one `.entry` with `.param` declarations, `.reg` declarations, `.shared` variables (the `.extern` dynamic buffer
+and static ones, laid out by SharedLayout), labels,
 guard predicates, vector operands `{a, b}`, address operands `[reg+imm]`, the `%r|%p` pair of
 elect.sync, the `_` sink, and inline-asm `{ }` blocks whose labels and `.reg` names are local to the
 block (PTX ISA 11.1 "Scoping"): they are renamed apart so each block's `DONE:` stays its own.
@@ -90,6 +91,10 @@ class Instr:
     def where(self) -> str:
         return f"PTX line {self.line}: {self.text.strip()}"
 
+    def site(self) -> str:
+        """Short form for notes: the line and the opcode."""
+        return f"PTX line {self.line} ({self.opcode})"
+
 
 @dataclass
 class Param:
@@ -109,6 +114,29 @@ class Kernel:
     reqntid: tuple | None = None
     shared_vars: dict = field(default_factory=dict)  # name -> (align, size or None for extern)
     reg_decls: dict = field(default_factory=dict)  # register name prefix -> PTX type
+    shared_layout: "SharedLayout | None" = None
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Where each `.shared` variable lives, in bytes from the start of the static region.
+
+    The toolchain's layout (CUDA C++ Programming Guide, "Shared Memory": dynamic shared memory starts where the
+    static variables end; every `extern __shared__` array names that same address): the static (sized) variables
+    one after another in declaration order, each at its declared alignment, then the dynamic buffer at the largest
+    alignment any `.extern .shared` declaration asks for. The PTX ISA (5.4.4 "Alignment of variables") only
+    promises each variable its `.align`; the order is the toolchain's choice, and any order that honours the
+    alignments gives the same values to a kernel that does not compute one variable's address from another's."""
+
+    offsets: dict  # static variable name -> byte offset
+    static_bytes: int
+    dynamic_align: int
+    dynamic_names: tuple
+
+    def dynamic_offset(self, base: int) -> int:
+        """The dynamic buffer's offset when the static region starts at `base`."""
+        a = self.dynamic_align
+        return (base + self.static_bytes + a - 1) // a * a
 
 
 
@@ -293,9 +321,7 @@ def parse_module(text: str) -> Kernel:
     body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte
     raw_lines = body.split("\n")
     name, params, end = _entry(body)
-    shared_vars = {}
-    for sm in re.finditer(r"\.(?:extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.\w+\s+([\w$]+)\[(\d*)\]", body):
-        shared_vars[sm.group(2)] = (int(sm.group(1)), int(sm.group(3)) if sm.group(3) else None)
+    shared_vars = _shared_declarations(body)
     reqntid = None
     rm = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", body)
     if rm:
@@ -380,4 +406,39 @@ def parse_module(text: str) -> Kernel:
         if not isinstance(target, Sym) or target.name not in labels:
             raise ParseError(f"{ins.where()}: unknown branch target")
         ins.target = labels[target.name]
-    return Kernel(name, params, instrs, labels, reqntid, shared_vars, reg_decls)
+    return Kernel(name, params, instrs, labels, reqntid, shared_vars, reg_decls, layout_shared(shared_vars))
+
+
+# `.extern .shared .align 1024 .b8 smem[];` (module scope) and `.shared .align 8 .b8 bars[72];` (nvcc demotes a
+# function-scope `__shared__` into the kernel body, "// demoted variable"): PTX ISA 5.4 "Variables" / 5.1.5.
+_SHARED_RE = re.compile(r"(?m)^\s*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d*)\])?\s*;")
+
+
+def _shared_declarations(body: str) -> dict:
+    """name -> (alignment, bytes or None for an `.extern` array), in declaration order. Without `.align` a variable
+    is aligned to its type's size (PTX ISA 5.4.4)."""
+    out = {}
+    for m in _SHARED_RE.finditer(body):
+        extern, align, ty, name, count = m.groups()
+        if ty not in _TYPE_SIZES:
+            raise ParseError(f"shared variable {name}: unsupported type .{ty}")
+        esize = _TYPE_SIZES[ty]
+        if extern and count not in ("", None):
+            raise ParseError(f"shared variable {name}: an .extern array must be unsized")
+        size = None if extern else esize * (int(count) if count else 1)
+        if not extern and count == "":
+            raise ParseError(f"shared variable {name}: a non-extern array needs a size")
+        out[name] = (int(align) if align else esize, size)
+    return out
+
+
+def layout_shared(shared_vars: dict) -> SharedLayout:
+    offsets, off = {}, 0
+    for name, (align, size) in shared_vars.items():
+        if size is None:
+            continue
+        off = (off + align - 1) // align * align
+        offsets[name] = off
+        off += size
+    dynamic = tuple(n for n, (_, size) in shared_vars.items() if size is None)
+    return SharedLayout(offsets, off, max([shared_vars[n][0] for n in dynamic], default=16), dynamic)

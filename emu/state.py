@@ -53,6 +53,19 @@ class Note:
         return f"note [{self.rule}] at {self.where}: {self.detail} (precedent: {self.precedent})"
 
 
+def summarize_notes(notes) -> list[str]:
+    """One line per rule: how many places, the first place and its detail, the precedent."""
+    by_rule = {}
+    for n in notes:
+        by_rule.setdefault(n.rule, []).append(n)
+    lines = []
+    for rule, group in by_rule.items():
+        first = group[0]
+        more = f" (and {len(group) - 1} more place{'s' if len(group) > 2 else ''})" if len(group) > 1 else ""
+        lines.append(f"note [{rule}] at {first.where}{more}: {first.detail} (precedent: {first.precedent})")
+    return lines
+
+
 class GlobalMemory:
     """Sparse global memory: a list of allocations, each a numpy byte array at a virtual address."""
 
@@ -98,6 +111,18 @@ class GlobalMemory:
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         buf, off = self._find(addr, nbytes)
         return buf[off:off + nbytes].copy()
+
+    def read_or_poison(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
+        """The bytes at [addr, addr+nbytes) that lie in allocations, POISON_BYTE elsewhere, and how many lay outside
+        (what a read past a tensor's end sees on hardware is whatever else is mapped there: here, poison)."""
+        out = np.full(nbytes, POISON_BYTE, np.uint8)
+        inside = 0
+        for base, buf in self._allocs:
+            lo, hi = max(addr, base), min(addr + nbytes, base + buf.size)
+            if lo < hi:
+                out[lo - addr:hi - addr] = buf[lo - base:hi - base]
+                inside += hi - lo
+        return out, nbytes - inside
 
     def write(self, addr: int, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)

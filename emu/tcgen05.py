@@ -14,8 +14,9 @@ Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9
 layout only as a figure (scale-factor layouts, data-path layouts), the second source is CUTLASS's C++ headers
 (include/cute/arch/mma_sm100_desc.hpp, mma_sm100_umma.hpp, include/cute/atom/mma_traits_sm100.hpp,
 mma_traits_sm100_frag.hpp, include/cute/arch/tmem_allocator_sm100.hpp), and the third, for what the hardware
-really does, gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm/submission_v2.py (a raw CUDA+PTX kernel for
-this exact problem that passed the B200 checks). The CuTe DSL's Python layout code is NOT used.
+really does, kernels for this exact problem that passed the B200 checks: gau-nernst/gpu-mode-kernels
+nvidia/nvfp4_dual_gemm/submission_v2.py, novus677/nvfp4_dual_gemm kernel 9 (raw CUDA+PTX) and arseni_ivanov's CuTe
+DSL kernel (Ozamatash/nvfp4_gpumode dual_gemm/others/arseni.py). The CuTe DSL's Python layout code is NOT used.
 
 Address conventions: emu.state (tensor-memory address = lane << 16 | column; shared addresses in
 descriptors are shared::cta offsets of the CTA that reads them).
@@ -100,8 +101,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import precedents
 from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
-from .state import POISON_WORD, TMEM_COLUMNS, TMEM_LANES, Cta, Hazard, TensorMemoryAllocation, Unsupported
+from .state import POISON_WORD, TMEM_COLUMNS, Cta, Hazard, TensorMemoryAllocation, Unsupported
 
 # --------------------------------------------------------------------------------------------------
 # Tensor-memory addresses
@@ -117,14 +119,24 @@ def split_taddr(taddr: int) -> tuple[int, int]:
 
 def _check_allocated(cta: Cta, col: int, ncols: int, what: str) -> None:
     """Every tensor-memory access must fall inside a live allocation (PTX ISA 9.7.16.7.1: tensor memory
-    must be allocated with tcgen05.alloc before use)."""
+    must be allocated with tcgen05.alloc before use). Columns that exist but lie outside the CTA's allocations are a
+    Note when a machine records notes (a hardware-verified kernel survives it: the columns are unused while no other
+    CTA on the SM allocates them), a Hazard otherwise; columns past 512 are always a Hazard."""
     if col < 0 or col + ncols > TMEM_COLUMNS:
         raise Hazard(f"{what}: columns [{col}, {col + ncols}) outside tensor memory (512 columns), CTA {cta.ctaid}")
     for alloc in cta.tmem_allocs:
         if alloc.column <= col and col + ncols <= alloc.column + alloc.ncols:
             return
-    raise Hazard(f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
-                 f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+    _note_or_hazard(cta, "tmem-outside-allocation", precedents.ARSENI_TMEM_COLUMNS,
+                    f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
+                    f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
+
+
+def _note_or_hazard(cta: Cta, rule: str, precedent: str, detail: str) -> None:
+    machine = getattr(cta.cluster, "machine", None)
+    if machine is None:
+        raise Hazard(detail)
+    machine.note(rule, machine.where_now(brief=True), precedent, detail)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,6 +273,7 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
     if desc.lbo_mode:
         raise Unsupported("leading-dimension absolute address mode (bit 52) is sm_103a only (PTX ISA 9.7.16.4.1.1)")
     if desc.base_offset:
+        # a pattern anchored off the 1024-byte grid (data not written by TMA): no kernel here does it
         raise Unsupported(f"matrix base offset {desc.base_offset} != 0 is not implemented")
     if rows % 8:
         raise Hazard(f"operand of {rows} rows: canonical layouts are built of 8-row core matrices")
@@ -276,11 +289,15 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
         # overflow the 128B shared memory boundary" and needs the sm_103a absolute mode).
         raise Hazard(f"operand K extent [{start % width}, {start % width + kbytes}) crosses the {width}-byte swizzle row "
                      f"(start address {start:#x})")
-    if (start % (8 * width)) // width:
-        # base_offset == 0 promises the swizzle pattern starts at a pattern boundary (PTX ISA 9.7.16.4.1 Table 41);
-        # a start address inside rows 1..7 of an atom means the pattern started earlier -> base offset must be set.
-        raise Hazard(f"start address {start:#x} is not in row 0 of a {width}B-swizzle atom but base_offset is 0 "
-                     "(PTX ISA 9.7.16.4.1)")
+    # The start address may sit in any row of a swizzle atom. PTX ISA 9.7.16.4.1: "The value of base offset is 0 when
+    # the repeating pattern of the specified swizzling mode starts as per ... Table 41" (a 1024-byte boundary for
+    # 128B), else "base offset = (pattern start addr >> 0x7) & 0x7": it is the *pattern's* start that counts, not the
+    # matrix's. A pattern anchored at 1024-byte boundaries is exactly what the absolute-address XOR below reads, and
+    # what a TMA SWIZZLE_128B load writes (the XOR of address bits [4,7) with [7,10) of the shared address: the
+    # emulator's TMA, byte-identical to an H200's for 128-byte-aligned destinations, tests/test_emu_tma.py).
+    # Hardware evidence: arseni_ivanov's B200-verified kernel places its 128-byte-aligned A/B buffers so that MMA
+    # operands start in rows 1-2 of an atom with base_offset 0, and is correct. (An earlier version of this module
+    # read Table 41 as a rule about the matrix start and flagged that as a hazard.)
     logical = start + (r // 8) * desc.stride_byte_offset + (r % 8) * width + j
     return swizzle_address(logical, desc.layout)
 
@@ -493,48 +510,48 @@ def tmem_copy_32x128b_warpx4(group: list, taddr: int, s_desc: int) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
+def tmem_ld_first_lane(lane_field: int, quad: int, rows: int, what: str) -> tuple[int, bool]:
+    """The first tensor-memory lane a warp's tcgen05.ld{.32x32b,.16x256b} reads, and whether its address named a
+    quadrant other than the warp's own.
+
+    The rule: the quadrant comes from the warp (warp id % 4 -> lanes 32q .. 32q+31), the lane field only selects the
+    offset inside it, modulo 32; the access (32 lanes for .32x32b, 16 for .16x256b) must fit in the quadrant.
+    Sources:
+    - PTX ISA 9.7.16.8.1 "Access restrictions": "The Tensor Memory of a CTA is divided into 4 equal chunks such that
+      each warp of a warpgroup in the CTA can access a chunk of the Tensor Memory. A lane of the Tensor Memory can
+      be accessed by a single warp in the warpgroup" (warp 0: lanes 0-31, ..., warp 3: 96-127). The ISA does not say
+      what a lane field naming another chunk does.
+    - The CuTe DSL kernels here (this package's, NVIDIA's example) pass the warp's own chunk, 32 (warp % 4), in the
+      lane field: the emulator's earlier literal rule (lane field == 32 (warp % 4)) held for them in every run.
+      Consistent with the rule, silent on other values.
+    - Hardware evidence, both B200-verified: novus677/nvfp4_dual_gemm@4670b254 kernel 9 reads its accumulators
+      with .16x256b at lane field 0 or 16 from every epilogue warp (and .32x32b at lane 0 in its transposed-C
+      variant) and writes warp w's rows 32w + ...; gau-nernst v2 reads the odd CTA's half of an M=256 accumulator
+      at lane field 128 + 32w + 16m. Read literally (lane = the field) both would read another warp's rows or lanes
+      that do not exist; read as quadrant = warp % 4, offset = field % 32, both read exactly their own rows, and so
+      do this package's kernel and NVIDIA's example (field = 32 (warp % 4)). The rule replaces an earlier special
+      case that accepted lanes 128-255 only in the odd CTA of a pair.
+    A field naming another quadrant is accepted with a Note (emu.ops_async records it), since it relies on this
+    reading of the hardware rather than on the ISA text."""
+    offset = lane_field % 32
+    if offset + rows > 32:
+        raise Hazard(f"{what} by warp {quad} at lane offset {offset}: {rows} lanes from there leave the warp's 32-lane "
+                     f"quadrant (lanes {32 * quad}..{32 * quad + 31}; PTX ISA 9.7.16.8.1)")
+    return 32 * quad + offset, (lane_field >> 5) != quad
+
+
 def tmem_load_32x32b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
-    """tcgen05.ld.sync.aligned.32x32b.x{num}.b32: thread t of the warp gets lane (taddr.lane + t), registers
+    """tcgen05.ld.sync.aligned.32x32b.x{num}.b32: thread t of the warp gets lane (first lane + t), registers
     r_i = column taddr.col + i (PTX ISA 9.7.16.2.3.1.1 Matrix fragments for shape .32x32b: "A warp ...
     will access 32 lanes of the Tensor Memory. It loads ... (32 * .num)-bits of data" per lane).
-    Returns [32 threads, num] uint32.
-    Access restriction (PTX ISA 9.7.16.8.1, Access restrictions: each warp of a warpgroup accesses only its
-    lane range, warp 0: 0-31, ..., warp 3: 96-127; also the data-path layout figures 9.7.16.10.5): warp w
-    (warpid % 4) may access only lanes [32*(w%4), 32*(w%4)+32) -> Hazard otherwise. (All threads must give
-    the same taddr, PTX ISA 9.7.16.8.3: checked by the caller, which passes one address.)"""
+    Returns [32 threads, num] uint32. The first lane: tmem_ld_first_lane (the warp's quadrant, PTX ISA 9.7.16.8.1).
+    (All threads must give the same taddr, PTX ISA 9.7.16.8.3: checked by the caller, which passes one address.)"""
     if num not in (1, 2, 4, 8, 16, 32, 64, 128):
         raise Hazard(f"tcgen05.ld.32x32b.x{num}: .num must be a power of two in [1, 128]")
-    lane, col = split_taddr(taddr)
-    lane = _pair_lane(cta, lane, "tcgen05.ld.32x32b")
-    quad = warp_id_in_warpgroup % 4
-    if lane >= TMEM_LANES or lane != 32 * quad:
-        raise Hazard(f"tcgen05.ld.32x32b by warp {warp_id_in_warpgroup} (lanes {32 * quad}..{32 * quad + 31}) "
-                     f"at lane {lane}: a warp may access only its own 32-lane quadrant")
+    lane_field, col = split_taddr(taddr)
+    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, 32, "tcgen05.ld.32x32b")
     _check_allocated(cta, col, num, "tcgen05.ld")
     return cta.tmem[lane:lane + 32, col:col + num].copy()
-
-
-def _pair_lane(cta: Cta, lane: int, what: str) -> int:
-    """The local TMEM lane a tcgen05.ld lane field names.
-
-    Lanes 0..127 are the CTA's own (PTX ISA 9.7.16.2.1 Tensor Memory: 128 lanes x 512 columns per CTA;
-    address = lane << 16 | column). Lanes 128..255 are accepted ONLY in the odd CTA of a CTA pair
-    (cta_group::2, PTX ISA 9.7.16.1 "CTA pair": ranks 2i, 2i+1), where they name that CTA's own lanes
-    lane - 128. The ISA text does not define lane values >= 128; this rule comes from hardware evidence:
-    gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm/submission_v2.py (B200-verified) reads the M=256
-    accumulator in CTA 1 at lane cta_rank * 128 + 32w + 16m, which is correct on the B200 only if CTA 1
-    reads its own lanes 32w + 16m. That is both "lane bit 7 ignored" and "pair-global lane numbering
-    (D row i at lane i of the pair, module docstring Q2)"; the two agree for the odd CTA, the only case
-    with evidence. Lanes >= 128 in an even or unpaired CTA, and lanes >= 256, stay a Hazard (no evidence).
-    Each accepted use is counted in cta.pair_lane_loads (emu/calibration/gau.py reports it)."""
-    if lane < TMEM_LANES:
-        return lane
-    if lane < 2 * TMEM_LANES and cta.rank % 2 == 1 and len(cta.cluster.ctas) >= 2:
-        cta.pair_lane_loads = getattr(cta, "pair_lane_loads", 0) + 1
-        return lane - TMEM_LANES
-    raise Hazard(f"{what} at lane {lane} in CTA {cta.ctaid} (cluster rank {cta.rank}): tensor memory has "
-                 f"{TMEM_LANES} lanes; lanes {TMEM_LANES}..{2 * TMEM_LANES - 1} are accepted only in the odd CTA "
-                 f"of a CTA pair (see _pair_lane)")
 
 
 def tmem_load_16x256b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
@@ -545,19 +562,14 @@ def tmem_load_16x256b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int)
     will access 16 lanes of the Tensor Memory", 256 bits = 8 columns per lane per repetition; the
     thread/register map is a figure). Map from CUTLASS include/cute/atom/copy_traits_sm100.hpp
     Copy_Traits<SM100_TMEM_LOAD_16dp256b1x>: DstLayout ((4,8),(64,2)):((64,256),(1,2048)) over bits
-    (256 bits per lane): thread t, register 4i + 2h + c holds lane taddr.lane + t // 4 + 8h, column
+    (256 bits per lane): thread t, register 4i + 2h + c holds lane first + t // 4 + 8h, column
     taddr.col + 8i + 2 (t % 4) + c (i = repetition, h, c in {0, 1}) -- the mma.sync m16n8 accumulator
     fragment; the 2x traits (((4,8),(64,2,2)):((64,512),(1,4096,256))) confirm the repetition stride of 8
-    columns. Access restriction as for .32x32b (PTX ISA 9.7.16.8.1): the 16 lanes must lie inside the warp's
-    32-lane quadrant (warp w % 4 -> lanes 32(w%4) .. 32(w%4)+31)."""
+    columns. The first lane: tmem_ld_first_lane (16 lanes inside the warp's quadrant)."""
     if num not in (1, 2, 4, 8, 16, 32, 64, 128):
         raise Hazard(f"tcgen05.ld.16x256b.x{num}: .num must be a power of two in [1, 128]")
-    lane, col = split_taddr(taddr)
-    lane = _pair_lane(cta, lane, "tcgen05.ld.16x256b")
-    quad = warp_id_in_warpgroup % 4
-    if not (32 * quad <= lane and lane + 16 <= 32 * quad + 32):
-        raise Hazard(f"tcgen05.ld.16x256b by warp {warp_id_in_warpgroup} (lanes {32 * quad}..{32 * quad + 31}) "
-                     f"at lanes {lane}..{lane + 15}: a warp may access only its own 32-lane quadrant")
+    lane_field, col = split_taddr(taddr)
+    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, 16, "tcgen05.ld.16x256b")
     _check_allocated(cta, col, 8 * num, "tcgen05.ld")
     t = np.arange(32)[:, None]
     r = np.arange(4 * num)[None, :]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu import numerics
+from emu import numerics, tcgen05
 from emu.state import POISON_WORD, Cluster, Cta, Hazard, Unsupported
 from emu.tcgen05 import (
     decode_instr_descriptor,
@@ -188,6 +188,29 @@ def test_read_operand_sw128_every_k_block(base):
         np.testing.assert_array_equal(got, codes[:, 64 * kb:64 * kb + 64])
 
 
+@pytest.mark.parametrize("base", [1024 + 128, 2048 + 256, 4096 + 896])
+def test_read_operand_sw128_starting_inside_an_atom(base):
+    """arseni_ivanov's 128-byte-aligned buffers: the operand starts in row 1..7 of a 1024-byte SW128 atom and the
+    descriptor's base_offset is 0. A TMA SWIZZLE_128B load places 16-byte chunk c of the row at address a at chunk
+    c ^ ((a >> 7) & 7) (a function of the absolute address; tests/test_emu_tma.py, H200), so the swizzle pattern still
+    starts at 1024-byte boundaries and base_offset 0 is right (PTX ISA 9.7.16.4.1: it is the pattern's start that
+    matters): the MMA reads the tile back."""
+    rng = np.random.default_rng(base)
+    rows = 128
+    smem = np.full(SMEM_BYTES, 0xFF, np.uint8)
+    codes = rng.integers(0, 16, (rows, 256), dtype=np.uint8)
+    packed = (codes[:, 0::2] & 0xF) | ((codes[:, 1::2] & 0xF) << 4)
+    for i in range(rows):
+        row = base + i * 128
+        for chunk in range(8):
+            dst = row + (chunk ^ ((row >> 7) & 7)) * 16
+            smem[dst:dst + 16] = packed[i, chunk * 16:(chunk + 1) * 16]
+    for kb in range(4):
+        got = read_operand(lambda a, n: smem[a:a + n], decode_smem_descriptor(desc_at(AB_DESC, base + 32 * kb)),
+                           rows, 64, 4)
+        np.testing.assert_array_equal(got, codes[:, 64 * kb:64 * kb + 64])
+
+
 def test_read_operand_no_swizzle_core_matrices():
     # K-major, no swizzle: core matrix = 8 rows x 16 bytes contiguous; LBO between K chunks, SBO between 8-row groups.
     rng = np.random.default_rng(1)
@@ -237,16 +260,19 @@ def test_cp_cta_group_2_copies_each_ctas_own_smem():
 
 
 def test_ld_quadrant_rule_and_allocation():
+    """emu.tcgen05.tmem_ld_first_lane: the quadrant is the warp's (warp % 4), the lane field is an offset mod 32."""
     cta = make_cluster(1).ctas[0]
     col = tmem_alloc([cta], 32)
-    tmem_load_32x32b(cta, (64 << 16) | col, 2, 32)  # warp 2 owns lanes 64..95
-    tmem_load_32x32b(cta, (64 << 16) | col, 6, 32)  # warp 6 of the second warpgroup too
+    cta.tmem[:, col] = np.arange(128, dtype=np.uint32)
+    assert (tmem_load_32x32b(cta, (64 << 16) | col, 2, 1)[:, 0] == np.arange(64, 96)).all()  # warp 2: lanes 64..95
+    assert (tmem_load_32x32b(cta, (64 << 16) | col, 6, 1)[:, 0] == np.arange(64, 96)).all()  # warp 6 likewise
+    # a field naming another quadrant reads the warp's own (novus677's epilogue, gau-nernst v2's odd CTA)
+    assert (tmem_load_32x32b(cta, (0 << 16) | col, 1, 1)[:, 0] == np.arange(32, 64)).all()
+    assert (tmem_load_32x32b(cta, (128 << 16) | col, 3, 1)[:, 0] == np.arange(96, 128)).all()
+    assert tcgen05.tmem_ld_first_lane(16, 1, 16, "ld") == (48, True)
+    assert tcgen05.tmem_ld_first_lane(32 + 16, 1, 16, "ld") == (48, False)
     with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (0 << 16) | col, 1, 32)  # warp 1 may not read lanes 0..31
-    with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # crosses into warp 1's quadrant
-    with pytest.raises(Hazard):
-        tmem_load_32x32b(cta, (128 << 16) | col, 0, 1)  # lane 128 does not exist
+        tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # 32 lanes from offset 16 leave the quadrant
     with pytest.raises(Hazard):
         tmem_load_32x32b(cta, col + 16, 0, 32)  # columns 16..47 run past the 32-column allocation
 

@@ -6,6 +6,9 @@ Each module is one calibration family, runnable from the repository root as `pyt
   gpu_probes     the GPU probes' own kernels (probes/tma_loads.py, probes/epilogue.py) run in the emulator
   nvidia_example NVIDIA's B200-verified CuTe DSL persistent block-scaled GEMM example
   gau            gau-nernst's B200-verified CUDA + inline-PTX kernels for this problem
+  arseni         arseni_ivanov's B200-verified CuTe DSL kernel for this problem (three kernels by shape)
+  novus          novus677's B200-verified CUDA + inline-PTX kernel 9 for this problem
+  mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C
 Public sources are fetched by path at a pinned commit and never copied into this repository.
 The emulator core (emu/*.py) never imports this package.
 """

@@ -100,7 +100,7 @@ def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, tra
         simulated_ctas = sum(len(probe.build_cluster(c).ctas) for c in ids)
         grid_ctas = out.clusters_total * simulated_ctas // len(ids)
         out.reuse = {base: nbytes * grid_ctas / simulated_ctas / gmem.allocation(base)[1]
-                     for base, nbytes in probe.traffic.items()}
+                     for base, nbytes in probe.traffic.items() if base is not None}
         # pass 2 (timed)
         pdl = probe.pdl
         start = costs.cycles(costs.pdl_cta_start_us if pdl else costs.launch_gap_us)

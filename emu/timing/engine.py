@@ -36,9 +36,9 @@ import heapq
 import time as wallclock
 
 from ..isa import BLOCK
-from ..machine import SLEPT, Deadlock, Machine
+from ..machine import EXIT_CHECKS, SLEPT, Deadlock, Machine
 from ..ptx import Addr, Pair, Reg, TensorCoords, Vec
-from ..state import Hazard
+from ..state import EmulatorError, Hazard
 
 WARP_EVENT, OP_EVENT, TIMEOUT_EVENT = 0, 1, 2
 MUFU_BASES = {"ex2", "rcp", "tanh", "lg2", "sin", "cos", "rsqrt", "sqrt"}
@@ -212,8 +212,15 @@ class TimedMachine(Machine):
                 self.now = t
                 if kind == OP_EVENT:
                     cl, op = obj
+                    if op.ready is not None and not op.ready():  # e.g. its target mbarrier is not initialised yet
+                        self._push(self.now + self.costs.mbarrier_wake_latency, OP_EVENT, obj)
+                        continue
                     cl.inflight.remove(op)
-                    op.run()
+                    self.current = op
+                    try:
+                        op.run()
+                    except EmulatorError as e:
+                        raise type(e)(f"{e} [{self.where_now()}]") from None
                     cl.progress += 1
                     self._scan(cl)
                 elif kind == TIMEOUT_EVENT:
@@ -232,9 +239,11 @@ class TimedMachine(Machine):
         for cl in self.clusters_run:
             if any(not w.done for cta in cl.ctas for w in cta.warps):
                 raise Deadlock(self.deadlock_report(cl))
-            for cta in cl.ctas:
+            for cta in cl.ctas:  # the per-CTA exit rules, as the seeded scheduler applies them
                 if cta.tmem_allocs:
                     raise Hazard(f"CTA {cta.ctaid} exited with tensor memory still allocated: {cta.tmem_allocs}")
+                for check in EXIT_CHECKS:
+                    check(cta)
 
     def _wake_spinners(self) -> bool:
         """Nothing is scheduled: every remaining warp sleeps on an incomplete mbarrier or is blocked. A try_wait may be
@@ -342,6 +351,8 @@ class TimedMachine(Machine):
     def prefetch(self, source: int, nbytes: int) -> None:
         """An L2 prefetch: its first-read share of HBM is spent now; once it has arrived, the prefetched fraction of
         the allocation is served from L2 (loads of it issued later pay no first-read HBM share or latency)."""
+        if source is None:  # past every allocation: nothing to keep
+            return
         first = 1.0 / max(self.reuse.get(source, 1.0), 1.0)
         done = self.hbm.transfer(self.now, nbytes * first) + self.costs.hbm_latency
         size = self.gmem.allocation(source)[1]
