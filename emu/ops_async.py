@@ -209,6 +209,81 @@ class BulkCopyLoad:
             ex.submit(w.cta.cluster, AsyncOp(f"bulk copy {g:#x}+{nbytes}", run, None, ins.line, cost))
 
 
+def _cp_async_queue(w, lane: int) -> tuple:
+    """The per-thread order of non-bulk cp.async and its cp.async.mbarrier.arrive: the arrive-on waits for all of
+    the thread's prior copies (an AsyncOp queue completes in submission order)."""
+    return ("cp.async", w.cta.rank, w.warp_id, lane)
+
+
+@family("cp.async.ca", "cp.async.cg")
+class CpAsync:
+    """cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size} (PTX ISA "cp.async"): a non-blocking
+    copy of cp-size bytes (4, 8 or 16; .cg: 16) from global to shared memory, both addresses aligned to cp-size;
+    with src-size only that many bytes are read and the rest of cp-size is zero-filled. Completion is observed
+    through cp.async.mbarrier.arrive here (commit_group / wait_group are not implemented)."""
+
+    @staticmethod
+    def decode(ins):
+        p = ins.parts
+        if set(p[3:]) - {"shared", "shared::cta", "global"} or "global" not in p or len(ins.operands) not in (3, 4):
+            raise unsupported(ins, "cache hints and L2 prefetch sizes")
+        return p[2]
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        ex.check_global_access(w, mask, ins.opcode)
+        dst = lane_addresses(ex, w, ins.operands[0], 32)
+        src = lane_addresses(ex, w, ins.operands[1], 64)
+        size = w.read(ins.operands[2], "u32", ex)
+        src_size = w.read(ins.operands[3], "u32", ex) if len(ins.operands) > 3 else size
+        for lane in _lane(mask):
+            n, g, d, rd = int(size[lane]), int(src[lane]), int(dst[lane]), int(src_size[lane])
+            if n not in ((16,) if ins.info == "cg" else (4, 8, 16)) or g % n or d % n or rd > n:
+                raise Hazard(f"{ins.opcode}: cp-size {n}, src-size {rd}, src {g:#x}, dst {d:#x} (PTX ISA \"cp.async\": "
+                             f"cp-size 4, 8 or 16 (.cg 16), addresses aligned to it, src-size <= cp-size)")
+            cta, off = SharedAddressing.resolve(w.cta, d, False)
+
+            def run(cta=cta, off=off, g=g, n=n, rd=rd):
+                data = np.zeros(n, np.uint8)
+                data[:rd] = ex.gmem.read(g, rd)
+                store_shared(cta, off, data, f"cp.async ({ins.where()})")
+
+            cost = Cost("load", rd, ex.gmem.allocation(g)[0], (cta,))
+            ex.submit(w.cta.cluster, AsyncOp(f"cp.async {g:#x}+{n}", run, _cp_async_queue(w, lane), ins.line, cost))
+
+
+@family("cp.async.mbarrier")
+class CpAsyncMbarrierArrive:
+    """cp.async.mbarrier.arrive{.noinc}.shared{::cta}.b64 [mbar] (PTX ISA "cp.async.mbarrier.arrive"): an arrive-on
+    the mbarrier, triggered once every prior cp.async of the executing thread has completed. Without .noinc the
+    pending count is first incremented by one, so the arrival has no net effect on it; with .noinc it counts
+    against the expected arrivals."""
+
+    @staticmethod
+    def decode(ins):
+        p = ins.parts
+        if p[3] != "arrive" or set(p[4:]) - {"noinc", "shared", "shared::cta", "b64"} or "b64" not in p:
+            raise unsupported(ins)
+        return "noinc" in p
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        addrs = lane_addresses(ex, w, ins.operands[0], 32)
+        for lane in _lane(mask):
+            cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), False)
+            bar = cta.mbarriers.get(off)
+            if bar is None:
+                raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x}")
+            if not ins.info:
+                bar.pending += 1
+            note_signal(bar, w, ex.clock)
+
+            def run(bar=bar):
+                bar.arrive(1, f"{ins.opcode} ({ins.where()})")
+
+            ex.submit(w.cta.cluster, AsyncOp(f"cp.async arrive-on {off:#x}", run, _cp_async_queue(w, lane), ins.line))
+
+
 @family("cp.async.bulk.prefetch")
 class BulkPrefetch:
     """cp.async.bulk.prefetch.L2.global [src], size / cp.async.bulk.prefetch.tensor.Nd.L2.global{.L2::cache_hint}

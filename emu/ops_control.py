@@ -7,7 +7,7 @@ from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
 from .machine import EXIT_CHECKS, ClusterBarrier
 from .ptx import Imm, Pair
-from .state import Hazard
+from .state import Hazard, Unsupported
 
 
 def _membermask(w, ins, op, ex):
@@ -231,6 +231,30 @@ class ClusterBarrierOp:
             return None
         w.blocked_on = bar
         return BLOCK
+
+
+@family("bar.warp.sync")
+class WarpBarrier:
+    """bar.warp.sync membermask (PTX ISA "bar.warp.sync"; CUDA __syncwarp): each thread waits until every thread of
+    membermask has executed a bar.warp.sync with the same mask. The scheduler runs a warp's lanes at its smallest PC,
+    so the lanes that reach this instruction together are the converged ones; a member lane that is elsewhere is at a
+    later PC and cannot be waited for here: that is refused, not passed through (its ordering would be lost)."""
+
+    @staticmethod
+    def decode(ins):
+        if len(ins.parts) != 3 or len(ins.operands) != 1:
+            raise unsupported(ins)
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        membermask = _membermask(w, ins, ins.operands[0], ex)
+        if not all((membermask >> lane) & 1 for lane in np.flatnonzero(mask)):
+            raise Hazard(f"{ins.opcode}: executing lanes {np.flatnonzero(mask).tolist()} are not all in membermask "
+                         f"{membermask:#x} (PTX ISA: undefined)")
+        members = np.array([(membermask >> i) & 1 for i in range(WARP)], bool) & ~w.exited
+        if (members & ~mask).any():
+            raise Unsupported(f"{ins.opcode}: lanes {np.flatnonzero(members & ~mask).tolist()} of membermask "
+                              f"{membermask:#x} are at a later PC; this scheduler cannot wait for them ({ins.where()})")
 
 
 @family("fence")

@@ -115,6 +115,57 @@ class LoadStore:
             _write_bytes(ex, w, space, int(addrs[lane]), data)
 
 
+def _flush_subnormal(x: np.float32) -> np.float32:
+    return np.float32(np.copysign(0.0, x)) if 0 < abs(x) < np.finfo(np.float32).tiny else x
+
+
+@family("atom", "red")
+class AtomicAdd:
+    """atom{.sem}{.scope}.global.add.type d, [a], b and red{.sem}{.scope}.global.add.type [a], b (PTX ISA "atom",
+    "red"): an indivisible read-modify-write of the global word at a; atom returns the old value. A warp's lanes
+    apply theirs one after another (the ISA orders same-address atomics only as some serial order; the emulator's
+    is lane order). .add.f32 rounds to nearest even and flushes subnormal inputs and results to sign-preserving
+    zero (PTX ISA "atom" / "red"). The address must be aligned to the type's size. Only .add on .global is here."""
+
+    TYPES = {"f32": np.float32, "u32": np.uint32, "s32": np.int32, "u64": np.uint64}
+    QUALIFIERS = {"relaxed", "acquire", "release", "acq_rel", "cta", "cluster", "gpu", "sys", "global"}
+
+    @staticmethod
+    def decode(ins):
+        parts = ins.parts[1:]
+        if len(parts) < 3 or parts[-2] != "add" or parts[-1] not in AtomicAdd.TYPES or "global" not in parts[:-2] \
+                or set(parts[:-2]) - AtomicAdd.QUALIFIERS:
+            raise unsupported(ins, "only atom/red .global.add.{f32,u32,s32,u64}")
+        return parts[-1]
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        ty = ins.info
+        dt = AtomicAdd.TYPES[ty]
+        esize = np.dtype(dt).itemsize
+        ex.check_global_access(w, mask, ins.opcode)
+        returns = ins.base == "atom"
+        addr_op, b_op = ins.operands[1:3] if returns else ins.operands[:2]
+        addrs = lane_addresses(ex, w, addr_op, 64)
+        vals = w.read(b_op, ty, ex)
+        old = np.zeros(WARP, dt)
+        for lane in np.flatnonzero(mask):
+            a = int(addrs[lane])
+            if a % esize:
+                raise Hazard(f"{ins.opcode} at {a:#x}: not aligned to {esize} bytes (PTX ISA \"atom\")")
+            cur = ex.gmem.read(a, esize).view(dt)[0]
+            with np.errstate(over="ignore", invalid="ignore"):
+                if ty == "f32":
+                    new = _flush_subnormal(np.float32(_flush_subnormal(cur) + _flush_subnormal(vals[lane])))
+                else:
+                    new = dt(cur + vals[lane])
+            ex.gmem.write(a, np.array([new], dt).view(np.uint8))
+            ex.store_log.append((a, esize))
+            old[lane] = cur
+        if returns:
+            w.write(ins.operands[0], old, ty, mask)
+
+
 @family("mapa")
 class Mapa:
     """mapa.shared::cluster.u32 d, a, rank: a's shared location in CTA `rank` of the cluster (PTX ISA 9.7.9.22)."""

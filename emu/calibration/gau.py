@@ -1,46 +1,47 @@
 #!/usr/bin/env python3
-"""Calibrate the SM100 emulator (emu/) on gau-nernst's B200-verified raw CUDA+PTX NVFP4 dual-GEMM kernels
-for THIS problem (gau-nernst/gpu-mode-kernels @ aee9cda6b6444f774ce5eaee1ec1a5c84acaa521,
-nvidia/nvfp4_dual_gemm/submission_v1b.py: 1-SM MMA, A kept in the collector (collector::a::fill/lastuse);
-submission_v2.py: 2-SM MMA, 13.30 us geomean on B200). Their source is NOT copied into this repository:
-pass the downloaded files.
+"""gau-nernst's B200-measured NVFP4 kernels in the SM100 emulator: the public points the timed emulator is judged on.
 
-    python -m emu.calibration.gau --v1b PATH --v2 PATH [--shape M,N,K] [--modes strict,leaderboard]
-    python -m emu.calibration.gau --v1b PATH             (one kernel only)
+gau-nernst/gpu-mode-kernels @ aee9cda6b6444f774ce5eaee1ec1a5c84acaa521 keeps one file per version of his
+leaderboard submissions with per-version B200 times in each problem's README: nvidia/nvfp4_dual_gemm (v1 ... v2, this
+problem) and nvidia/nvfp4_gemm (v0 ... v4, the single NVFP4 GEMM). emu/calibration/b200_points.json lists every
+(version, shape) time with its design and the fit/holdout split. This module runs each version's own device code, with
+the launch his host code makes, in the emulator (functional: no timing), and exposes that to the timed judge:
 
-Defaults: $GAU_DUAL_GEMM_V1B / $GAU_DUAL_GEMM_V2, else /tmp/gau/submission_v1b.py / /tmp/gau/submission_v2.py.
-There is no --fetch-to: fetching needs the network, which CI does not have (tests skip with the reason).
+    prep = prepare("gau-gemm-v3b-128x7168x2048", sources=DIR)        # a point id, or
+    prep = prepare("dual/v1b", shape=(256, 256, 512), mode="leaderboard", sources=DIR)
+    prep.launches       # emu.launch.CapturedLaunch per kernel launch, in order (.ptx .grid .block .cluster
+                        # .dynamic_smem .params .launch_attrs: what emu.run.execute / emu.timing take)
+    prep.gmem           # emu.state.GlobalMemory: inputs placed, C poisoned NaN, his fp32 workspaces zeroed
+    prep.check(gmem, machine) -> (status, message, checked_elements)   # machine: the one that ran the last launch
+    prep.select(i, count, seed, written)   # cluster ids for a subset run of launch i (split-K slices together)
 
-Steps per kernel (each one mechanical and listed, so a reviewer can redo it by hand):
-1. Source. The string assigned to CUDA_SRC in the .py (the `cuda_sources=CUDA_SRC` of its load_inline call),
-   read with `ast` (the file is never executed: it imports torch.utils.cpp_extension and compiles on import).
-2. Device-only edits (DEVICE_EDITS below): drop the two `#include <torch/...>` / `#include <ATen/...>` lines
-   (host-only; torch headers are not usable for device code here), cut the text at `void check_cu(` (all that
-   follows is host code: check_cu/check_cuda use TORCH_CHECK, init_*_tmap call the driver, dual_gemm_launch /
-   dual_gemm / TORCH_LIBRARY use at::Tensor), add `#include <algorithm>` first (v2 uses std::min, which the
-   dropped torch headers brought in), and append `void *__emu_instantiate[] = {(void *)&kernel<...>};` to
-   instantiate the template with the arguments his dispatch picks for the shape (his LAUNCH table).
-3. Compile with the pip nvcc: `nvcc -arch=sm_100a --ptx` + his own device flags (-O3 --use_fast_math
-   --expt-relaxed-constexpr --relocatable-device-code=false -lineinfo; -gencode=compute_100a,sm_100a ->
-   -arch=sm_100a since only PTX is produced; -Xptxas=-v dropped: ptxas does not run) and -I for the wheel's
-   headers plus a CCCL include dir holding <nv/target> (cuda_fp16.h needs it; the wheel lacks it).
-4. Host side, re-done in Python from his host code (the source is checked to still contain each line this
-   relies on, HOST_FINGERPRINTS, else "unsupported"): his dispatch (M, K) -> template arguments; his grid,
-   block, dynamic smem formulas; tensor maps encoded by emu.tma.encode_tensor_map from exactly the arguments
-   his init_AB_tmap / init_SF_tmap pass to cuTensorMapEncodeTiled (driver enum -> hardware code per emu/tma.py:
-   16U4_ALIGN8B -> 11, INT64 -> 5; SWIZZLE_128B -> 3; interleave / L2 promotion / OOB fill NONE -> 0); the
-   parameter bytes in PTX order: each CUtensorMap by value (128 bytes, __grid_constant__), pointers as 8-byte
-   data_ptr() values, M and N as int32. v2's cluster (2,1,1) comes from its __cluster_dims__(2, 1, 1)
-   (PTX .reqnctapercluster 2, 1, 1); v1b launches without a cluster (1,1,1).
-5. Inputs: reference.generate_input(M, N, K, 1, seed, mode) in both "strict" and "leaderboard" modes, laid out
-   in emulated global memory exactly as the leaderboard's torch tensors (emu.run.place_inputs: a/b1/b2
-   [rows, K/2, L] fp4x2, scales permuted [32, 4, rest, 4, rest_k, L], C [M, N, L] fp16 poisoned NaN); he reads
-   data[0], data[1], data[2], data[6], data[7], data[8], data[9] -- the same tensors.
-6. emu.run.execute -> C read back -> compared with reference.ref_kernel under the leaderboard tolerance
-   (emu.run._check: |out - ref| <= 1e-3 + 1e-3 |ref|, NaN/inf must match).
+CLI (one line per point on stderr, a summary on stdout; exit 0 only if every run matches):
+    python -m emu.calibration.gau --points all --sources DIR [--full-size] [--clusters N] [--modes strict,leaderboard]
+    python -m emu.calibration.gau --versions dual/v1b,gemm/v4 --sources DIR [--shape M,N,K]
+--points takes all, fit, holdout, dual, gemm or point ids; without --full-size every selected version runs on its
+family's small shapes (SMALL_SHAPES), with it each point runs at its benchmark shape.
 
-Prints one line per kernel and mode: "emulated MATCH|MISMATCH|DEADLOCK|HAZARD|UNSUPPORTED: ...". Exit 0 only if
-all MATCH. Every result is "emulated": what the PTX computes under the PTX ISA semantics as emu/ implements them.
+DIR holds the files at their repository paths, fetched by path at the pinned commit (never copied into this
+repository): DIR/nvidia/nvfp4_dual_gemm/submission_v1b.py, DIR/nvidia/nvfp4_gemm/submission_v3b.py, ... (the
+`design_from` URLs of the points file name every file). Default $GAU_SOURCES, else /tmp/gau_src.
+
+Steps per launch (each mechanical, so a reviewer can redo it by hand):
+1. Source: the string assigned to CUDA_SRC (his load_inline(cuda_sources=CUDA_SRC)), read with `ast` (the file is
+   never executed: it compiles a torch extension on import).
+2. Device edits (device_source): drop the `#include <torch/...>` / `#include <ATen/...>` lines, cut the text at
+   `void check_cu(` (the rest is host code: torch tensors, cuTensorMapEncodeTiled, the launch), prepend
+   `#include <algorithm>` (std::min, which the torch headers brought in), append one instantiation of the template
+   his dispatch launches (gau_versions.Plan).
+3. Compile with the pip nvcc: `nvcc -arch=sm_100a --ptx` + his device flags (-O3 --use_fast_math
+   --expt-relaxed-constexpr --relocatable-device-code=false -lineinfo; -gencode -> -arch since only PTX is made).
+4. Host side: gau_versions re-does his host function for the shape (dispatch, grid, block, shared memory, the tensor
+   maps from his exact cuTensorMapEncodeTiled arguments, parameter bytes in PTX order); the source must contain every
+   host line that relies on (check_host), else the run is "unsupported".
+5. Inputs: reference.generate_input(M, N, K, 1, seed, mode) laid out as the leaderboard's tensors; nvfp4_gemm takes
+   (a, b1, sfa, sfb1, sfa_p, sfb1_p, c) of it as its (a, b, sfa, sfb, sfa_p, sfb_p, c): the same formats.
+6. emu.machine.Machine runs each launch (the chosen clusters) on the same global memory; the result is compared with
+   reference.py's dequantisation path (dual: silu(A B1^T) * (A B2^T); gemm: A B^T) on the elements the run wrote,
+   under the leaderboard rule |out - ref| <= 1e-3 + 1e-3 |ref|, NaN/inf matching. Every result is "emulated".
 """
 from __future__ import annotations
 
@@ -57,80 +58,44 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from emu.calibration import gau_versions as gv
+
 REPO = Path(__file__).resolve().parents[2]
-GAU_COMMIT = "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521"
 GAU_REPO = "gau-nernst/gpu-mode-kernels"
-DEFAULT_PATHS = {"v1b": Path("/tmp/gau/submission_v1b.py"), "v2": Path("/tmp/gau/submission_v2.py")}
-ENV_VARS = {"v1b": "GAU_DUAL_GEMM_V1B", "v2": "GAU_DUAL_GEMM_V2"}
+GAU_COMMIT = "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521"
+FAMILY_DIRS = {"dual": "nvidia/nvfp4_dual_gemm", "gemm": "nvidia/nvfp4_gemm"}
+POINTS_FILE = Path(__file__).with_name("b200_points.json")
+DEFAULT_SOURCES = Path("/tmp/gau_src")
 NVCC_FLAGS = ["-O3", "--use_fast_math", "--expt-relaxed-constexpr", "--relocatable-device-code=false", "-lineinfo"]
-WARP = 32
-
-# cuTensorMapEncodeTiled enums (cuda.h) -> the tensor-map hardware fields of emu/tma.py
-DRIVER_DTYPE_TO_HW = {"CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B": 11, "CU_TENSOR_MAP_DATA_TYPE_INT64": 5}
-DRIVER_SWIZZLE_TO_HW = {"CU_TENSOR_MAP_SWIZZLE_NONE": 0, "CU_TENSOR_MAP_SWIZZLE_128B": 3}
-
-# Lines of his host code that the Python re-implementation below relies on (whitespace-normalised).
-HOST_FINGERPRINTS = {
-    "common": [
-        "uint64_t globalDim[rank] = {256, global_height, global_width / 256};",
-        "uint64_t globalStrides[rank-1] = {global_width / 2, 128};",
-        "uint32_t boxDim[rank] = {256, shared_height, shared_width / 256};",
-        "uint32_t elementStrides[rank] = {1, 1, 1};",
-        "CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,",
-        "CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,",
-        "CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,",
-        "CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,",
-        "CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
-        "constexpr int BLOCK_M = 128;",
-        "constexpr int BLOCK_K = 256;",
-        "else if (K == 512) LAUNCH( 512, 128",
-    ],
-    "v1b": [
-        "init_AB_tmap(&A_tmap, A_ptr, M, K, BLOCK_M, BLOCK_K);",
-        "init_AB_tmap(&B1_tmap, B1_ptr, N, K, BLOCK_N, BLOCK_K);",
-        "init_AB_tmap(&B2_tmap, B2_ptr, N, K, BLOCK_N, BLOCK_K);",
-        "int grid = (M / BLOCK_M) * (N / BLOCK_N);",
-        "int tb_size = BLOCK_M + 2 * WARP_SIZE;",
-        "int AB_size = (BLOCK_M + BLOCK_N * 2) * (BLOCK_K / 2);",
-        "int SFAB_size = 128 * (BLOCK_K / 16) * (1 + 2);",
-        "int mbar_size = (2 * NUM_STAGES + 1) * 8;",
-        "int smem_size = (AB_size + SFAB_size) * NUM_STAGES + mbar_size;",
-        "this_kernel<<<grid, tb_size, smem_size>>>(A_tmap, B1_tmap, B2_tmap, SFA_ptr, SFB1_ptr, SFB2_ptr, C_ptr, M, N);",
-        "return dual_gemm(data[0], data[1], data[2], data[6], data[7], data[8], data[9])",
-    ],
-    "v2": [
-        "init_AB_tmap(&A_tmap, A_ptr, M, K, BLOCK_M, BLOCK_K);",
-        "init_AB_tmap(&B1_tmap, B1_ptr, N, K, BLOCK_N / 2, BLOCK_K);",
-        "init_AB_tmap(&B2_tmap, B2_ptr, N, K, BLOCK_N / 2, BLOCK_K);",
-        "init_SF_tmap(&SFA_tmap, SFA_ptr, M * K / 16, 128 * BLOCK_K / 16);",
-        "init_SF_tmap(&SFB1_tmap, SFB1_ptr, N * K / 16, 128 * BLOCK_K / 16);",
-        "init_SF_tmap(&SFB2_tmap, SFB2_ptr, N * K / 16, 128 * BLOCK_K / 16);",
-        "uint64_t globalDim[rank] = {global_size / 8};",
-        "uint32_t boxDim[rank] = {shared_size / 8};",
-        "CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT64,",
-        "CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,",
-        "dim3 grid(M / BLOCK_M, N / BLOCK_N);",
-        "constexpr int AB_size = (BLOCK_M + BLOCK_N) * (BLOCK_K / 2);",
-        "constexpr int SF_size = 128 * (BLOCK_K / 16) * 3;",
-        "constexpr int sm100_size = 227'000;",
-        "constexpr int dynamic_size = AB_size + SF_size + 2 * 8;",
-        "constexpr int static_size = 8 + 4;",
-        "constexpr int NUM_STAGES = (sm100_size - static_size) / dynamic_size;",
-        "constexpr int smem_size = dynamic_size * NUM_STAGES + static_size;",
-        "this_kernel<<<grid, TB_SIZE, smem_size>>>(A_tmap, B1_tmap, B2_tmap, SFA_tmap, SFB1_tmap, SFB2_tmap, C_ptr, M, N);",
-        "constexpr int NUM_WARPS = 6;",
-        "__cluster_dims__(2, 1, 1)",
-        "constexpr bool ONE_MMA = false;",
-        "out = dual_gemm(data[0], data[1], data[2], data[6], data[7], data[8], data[9])",
-    ],
-}
+SMALL_SHAPES = {"dual": [(256, 256, 512)], "gemm": [(128, 256, 2048)]}
+# shapes that reach a code path the family's small shape does not (gemm v4 splits K only at K 7168 and 16384)
+EXTRA_SMALL = {("gemm", "v4"): [(128, 256, 7168)]}
+MODES = ("strict", "leaderboard")
 
 
+def blob_url(family: str, name: str) -> str:
+    return f"https://github.com/{GAU_REPO}/blob/{GAU_COMMIT}/{FAMILY_DIRS[family]}/submission_{name}.py"
+
+
+def source_path(sources, family: str, name: str) -> Path:
+    return Path(sources) / FAMILY_DIRS[family] / f"submission_{name}.py"
+
+
+def sources_dir(given=None) -> Path:
+    return Path(given or os.environ.get("GAU_SOURCES") or DEFAULT_SOURCES)
+
+
+def load_points(path: Path = POINTS_FILE) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+# ============================================================================ source -> PTX
 def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
-# ============================================================================ source -> device .cu
 def extract_cuda_src(py_path: Path) -> str:
     """The string literal assigned to CUDA_SRC (what his load_inline(cuda_sources=CUDA_SRC) compiles)."""
     tree = ast.parse(Path(py_path).read_text())
@@ -141,15 +106,14 @@ def extract_cuda_src(py_path: Path) -> str:
     raise ValueError(f"{py_path}: no `CUDA_SRC = \"\"\"...\"\"\"` string")
 
 
-def check_host(src: str, version: str) -> list[str]:
-    """Host-code lines the re-implementation relies on that are missing from `src` (pass the whole .py: CUDA_SRC and
-    his custom_kernel)."""
-    text = _norm(src)
-    return [f for f in HOST_FINGERPRINTS["common"] + HOST_FINGERPRINTS[version] if _norm(f) not in text]
+def check_host(text: str, fingerprints) -> list[str]:
+    """Host-code lines the re-implementation relies on that `text` (the whole .py) lacks (whitespace-normalised)."""
+    norm = _norm(text)
+    return [f for f in fingerprints if _norm(f) not in norm]
 
 
 def device_source(src: str, instantiation: str) -> tuple[str, list[str]]:
-    """The DEVICE_EDITS: returns (the .cu text, a description of each edit made)."""
+    """The device edits: (the .cu text, a description of each edit made)."""
     edits = []
     out, n = re.subn(r"#include <(?:torch|ATen)/[^>]*>\n", "", src)
     edits.append(f"removed {n} torch/ATen #include lines")
@@ -189,11 +153,19 @@ def _include_dirs(nvcc: Path) -> list[Path]:
     return dirs
 
 
+def compiler_missing() -> str:
+    """'' when nvcc and its headers are here, else why not (tests skip with it)."""
+    try:
+        _include_dirs(_nvcc())
+    except Exception as e:  # noqa: BLE001 (any reason the compiler is unusable is a reason to skip)
+        return f"cannot compile his kernels: {e}"
+    return ""
+
+
 def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
     """nvcc -arch=sm_100a --ptx; cached by the hash of text, flags and nvcc path."""
     nvcc = _nvcc()
-    incs = _include_dirs(nvcc)
-    cmd_tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in incs]
+    cmd_tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in _include_dirs(nvcc)]
     key = hashlib.sha256((cu_text + "\0" + " ".join(cmd_tail) + "\0" + str(nvcc)).encode()).hexdigest()[:20]
     d = Path(tempfile.gettempdir()) / "emu_calibrate_gau" / f"{tag}-{key}"
     ptx = d / "kernel.ptx"
@@ -209,200 +181,369 @@ def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
     return ptx.read_text(), info
 
 
-# ============================================================================ his host code, in Python
-def dispatch(version: str, m: int, k: int):
-    """His dual_gemm's LAUNCH chain: (K, BLOCK_N, NUM_STAGES) (v1b) / (K, BLOCK_N) (v2), or None."""
-    table = [((256, 7168), (64, 5)), ((512, 7168), (128, 4)), ((256, 4096), (64, 5))]
-    for (mm, kk), res in table:
-        if m == mm and k == kk:
-            return (k,) + (res if version == "v1b" else res[:1])
-    if k in (256, 512, 1536, 2048, 2304, 7168):
-        return (k, 128, 4) if version == "v1b" else (k, 128)
-    return None
-
-
-def _ab_tmap(address: int, height: int, width: int, box_h: int, box_w: int) -> bytes:
-    """His init_AB_tmap(ptr, global_height, global_width, shared_height, shared_width)."""
-    from emu.tma import encode_tensor_map
-    return encode_tensor_map(address, DRIVER_DTYPE_TO_HW["CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B"],
-                             dims=[256, height, width // 256], strides=[width // 2, 128],
-                             box=[256, box_h, box_w // 256], elem_strides=[1, 1, 1],
-                             swizzle=DRIVER_SWIZZLE_TO_HW["CU_TENSOR_MAP_SWIZZLE_128B"])
-
-
-def _sf_tmap(address: int, global_size: int, shared_size: int) -> bytes:
-    """His init_SF_tmap(ptr, global_size, shared_size): INT64 elements, rank 1."""
-    from emu.tma import encode_tensor_map
-    return encode_tensor_map(address, DRIVER_DTYPE_TO_HW["CU_TENSOR_MAP_DATA_TYPE_INT64"],
-                             dims=[global_size // 8], strides=[], box=[shared_size // 8], elem_strides=[1],
-                             swizzle=DRIVER_SWIZZLE_TO_HW["CU_TENSOR_MAP_SWIZZLE_NONE"])
-
-
-def host_launch(version: str, m: int, n: int, k: int, addr: dict) -> dict:
-    """grid, block, cluster, dynamic smem, kernel instantiation and parameter bytes, as his host code makes them."""
-    d = dispatch(version, m, k)
-    if d is None:
-        raise ValueError(f"his dispatch launches nothing for M={m} K={k}")
-    block_m, block_k = 128, 256
-    i32 = lambda v: int(v).to_bytes(4, "little", signed=True)  # noqa: E731
-    ptr = lambda v: int(v).to_bytes(8, "little")  # noqa: E731
-    if version == "v1b":
-        K, block_n, stages = d
-        if m % block_m or n % block_n:
-            raise ValueError(f"v1b needs M % {block_m} == 0 and N % {block_n} == 0")
-        ab = (block_m + block_n * 2) * (block_k // 2)
-        sf = 128 * (block_k // 16) * 3
-        smem = (ab + sf) * stages + (2 * stages + 1) * 8
-        params = [_ab_tmap(addr["a"], m, K, block_m, block_k), _ab_tmap(addr["b1"], n, K, block_n, block_k),
-                  _ab_tmap(addr["b2"], n, K, block_n, block_k), ptr(addr["sfa"]), ptr(addr["sfb1"]),
-                  ptr(addr["sfb2"]), ptr(addr["c"]), i32(m), i32(n)]
-        return {"grid": ((m // block_m) * (n // block_n), 1, 1), "block": (block_m + 2 * WARP, 1, 1),
-                "cluster": (1, 1, 1), "dynamic_smem": smem, "params": params,
-                "instantiation": f"kernel<{K}, {block_m}, {block_n}, {block_k}, {stages}>"}
-    K, block_n = d
-    if m % (2 * block_m) or n % block_n:
-        raise ValueError(f"v2 needs M % 256 == 0 (CTA pairs along M) and N % {block_n} == 0")
-    ab = (block_m + block_n) * (block_k // 2)
-    sf = 128 * (block_k // 16) * 3
-    dynamic_size = ab + sf + 2 * 8
-    static_size = 8 + 4
-    stages = (227_000 - static_size) // dynamic_size
-    smem = dynamic_size * stages + static_size
-    sf_box = 128 * block_k // 16
-    params = [_ab_tmap(addr["a"], m, K, block_m, block_k), _ab_tmap(addr["b1"], n, K, block_n // 2, block_k),
-              _ab_tmap(addr["b2"], n, K, block_n // 2, block_k), _sf_tmap(addr["sfa"], m * K // 16, sf_box),
-              _sf_tmap(addr["sfb1"], n * K // 16, sf_box), _sf_tmap(addr["sfb2"], n * K // 16, sf_box),
-              ptr(addr["c"]), i32(m), i32(n)]
-    return {"grid": (m // block_m, n // block_n, 1), "block": (6 * WARP, 1, 1), "cluster": (2, 1, 1),
-            "dynamic_smem": smem, "params": params,
-            "instantiation": f"kernel_cutlass<{K}, {block_n}, {stages}, false>"}
-
-
-# ============================================================================ one run
-@dataclass
-class GauResult:
-    status: str
-    version: str
-    shape: tuple
-    mode: str
-    message: str = ""
-    seconds: float = 0.0
-    launch: dict = field(default_factory=dict)
-    stats: dict = field(default_factory=dict)
-    compile: dict = field(default_factory=dict)
-
-    def line(self) -> str:
-        m, n, k = self.shape
-        lc = self.launch
-        extra = (f" grid {lc.get('grid')} block {lc.get('block')} cluster {lc.get('cluster')} smem "
-                 f"{lc.get('dynamic_smem')}" if lc else "")
-        pair = f", {self.stats['tmem_ld_pair_lanes']} warp tcgen05.ld at lanes >= 128 (odd CTA of a pair)" \
-            if self.stats.get("tmem_ld_pair_lanes") else ""
-        return (f"emulated {self.status.upper()}: gau-nernst {self.version} {m}x{n}x{k}x1 {self.mode}{extra}, "
-                f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs"
-                f"{pair}, {self.seconds:.1f} s")
-
-
-def run_one(version: str, source: Path, m: int, n: int, k: int, mode: str, seed: int = 1111,
-            sched_seed: int = 0) -> GauResult:
+# ============================================================================ inputs and the reference
+def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_elems: int):
+    """(data, gmem, addresses): reference.generate_input's tensors placed as the leaderboard's torch tensors, C
+    poisoned NaN, and his fp32 workspace (zeroed, as his torch.zeros buffers) when the plan needs one."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    import numpy as np
-    import torch
-
     import reference
-    from emu.launch import CapturedLaunch
-    from emu.run import _check, execute, place_inputs
+    from emu.launch import leaderboard_tensors
+    from emu.run import _torch_bytes, place_inputs
     from emu.state import GlobalMemory
 
-    t0 = time.time()
-    res = GauResult("unsupported", version, (m, n, k), mode)
-    src = extract_cuda_src(source)
-    missing = check_host(Path(source).read_text(), version)  # CUDA_SRC + his custom_kernel
-    if missing:
-        res.message = "his host code differs from what this tool re-implements; missing: " + " | ".join(missing)
-        return res
-    if dispatch(version, m, k) is None:
-        res.message = f"his dispatch has no kernel for M={m} K={k}"
-        return res
     data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
-    addr = place_inputs(gmem, data, m, n, k, 1)
+    if family == "dual":
+        addresses = place_inputs(gmem, data, m, n, k, 1)
+    else:
+        want = leaderboard_tensors(m, n, k, 1)
+        addresses = {}
+        for name, idx, as_name in (("a", 0, "a"), ("b1", 1, "b"), ("sfa", 6, "sfa"), ("sfb1", 7, "sfb"), ("c", 9, "c")):
+            t = data[idx]
+            assert tuple(t.shape) == want[name][1] and tuple(t.stride()) == want[name][2], name
+            raw, offset = _torch_bytes(t)
+            addresses[as_name] = gmem.alloc_array(raw) + offset
+    if buf_elems:
+        addresses["buf"] = gmem.alloc(buf_elems * 4)
+    addresses.update(m=m, n=n)
+    return data, gmem, addresses
+
+
+def reference_block(family: str, data, rows, cols):
+    """reference.py's exact dequantisation path for C[rows][:, cols] (fp16): dual silu(A B1^T) * (A B2^T), gemm A B^T."""
+    import torch
+
+    import reference
+    idx_r, idx_c = torch.as_tensor(np.asarray(rows)), torch.as_tensor(np.asarray(cols))
+    a, b1, b2, sfa, sfb1, sfb2 = data[:6]
+    with torch.no_grad(), reference._ieee_fp32_matmul():
+        a_rows = reference.dequantize(a[:, :, 0].view(torch.uint8)[idx_r], sfa[:, :, 0][idx_r])
+
+        def product(b, sfb):
+            return a_rows @ reference.dequantize(b[:, :, 0].view(torch.uint8)[idx_c], sfb[:, :, 0][idx_c]).t()
+        if family == "gemm":
+            return product(b1, sfb1).to(torch.float16)
+        return (torch.nn.functional.silu(product(b1, sfb1)) * product(b2, sfb2)).to(torch.float16)
+
+
+# ============================================================================ a prepared run
+@dataclass
+class Prepared:
+    """One version on one shape, ready to run: the launches (in order), global memory, and how to judge C."""
+
+    family: str
+    version: str
+    shape: tuple          # (M, N, K, 1)
+    mode: str
+    seed: int
+    plan: gv.Plan
+    launches: list        # emu.launch.CapturedLaunch per launch
+    gmem: object
+    addresses: dict
+    data: tuple
+    source: str           # the file the device code came from
+    compile: list = field(default_factory=list)
+    point: dict | None = None
+
+    @property
+    def label(self) -> str:
+        m, n, k, _ = self.shape
+        return f"gau-{self.family}-{self.version}-{m}x{n}x{k}"
+
+    def _groups(self, index: int, cluster_ids: list) -> dict:
+        group = self.plan.launches[index].group
+        out: dict = {}
+        for cid in cluster_ids:
+            out.setdefault(group(cid) if group else cid, []).append(cid)
+        return out
+
+    def select(self, index: int, cluster_ids: list, count, seed: int = 0, written=None) -> list:
+        """Cluster ids of launch `index` for a run of `count` clusters ("all" / None: every one). Clusters that share
+        a group (the K slices of one split-K tile) are taken together; a launch that reads the previous result
+        (`reads`) takes the clusters whose range holds an element `written` (a boolean mask over M*N) marks."""
+        if count in (None, "all"):
+            return list(cluster_ids)
+        reads = self.plan.launches[index].reads
+        if reads is not None and written is not None:
+            return [cid for cid in cluster_ids if written[slice(*reads(cid))].any()]
+        groups = self._groups(index, cluster_ids)
+        keys = list(groups)
+        if int(count) >= len(keys):
+            return list(cluster_ids)
+        rng = np.random.default_rng(seed)
+        picked = sorted(rng.choice(len(keys), size=int(count), replace=False).tolist())
+        return [cid for i in picked for cid in groups[keys[i]]]
+
+    def written(self, machine, output: str | None = None) -> np.ndarray:
+        """Boolean mask over the M*N result elements (in memory order) that `machine` stored to (any slice of a
+        split-K workspace folds onto the same element)."""
+        m, n, _, _ = self.shape
+        out = output or self.plan.output
+        esize = 2 if (out == "c") else 4
+        base = self.addresses[out]
+        size = (self.plan.buf_elems if out == "buf" else m * n) * esize
+        mask = np.zeros(m * n, bool)
+        if not machine.store_log:
+            return mask
+        log = np.asarray(machine.store_log, dtype=np.int64)
+        log = log[(log[:, 0] >= base) & (log[:, 0] < base + size)]
+        first = (log[:, 0] - base) // esize
+        last = -(-(log[:, 0] + log[:, 1] - base) // esize)
+        for d in range(int((last - first).max(initial=0))):
+            idx = first + d
+            mask[idx[idx < last] % (m * n)] = True
+        return mask
+
+    def result(self, gmem) -> np.ndarray:
+        """The result as float64 [M, N] (reading C or his workspace, in his layout)."""
+        m, n, _, _ = self.shape
+        dt = np.float16 if self.plan.dtype == "fp16" else np.float32
+        raw = gmem.read(self.addresses[self.plan.output], m * n * np.dtype(dt).itemsize).view(dt).astype(np.float64)
+        return raw.reshape(m, n) if self.plan.layout == "mn" else raw.reshape(n, m).T
+
+    def check(self, gmem, machine, every_cluster: bool = False) -> tuple[str, str, int]:
+        """(status, message, checked_elements): the elements the last launch's `machine` wrote, against the
+        reference; `every_cluster` (every launch ran all its clusters) also requires every element written."""
+        import torch
+
+        from emu.run import _check
+        m, n, _, _ = self.shape
+        mask = self.written(machine)
+        mask = mask.reshape(m, n) if self.plan.layout == "mn" else mask.reshape(n, m).T
+        if not mask.any():
+            return "mismatch", "the emulated clusters wrote no element of the result", 0
+        if every_cluster and not mask.all():
+            return "mismatch", f"{int((~mask).sum())} of {m * n} result elements were never written", int(mask.sum())
+        rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+        sub = mask[np.ix_(rows, cols)]
+        out = torch.from_numpy(self.result(gmem)[np.ix_(rows, cols)][sub])
+        ref = reference_block(self.family, self.data, rows, cols).double().numpy()[sub]
+        ok, msg = _check(out, torch.from_numpy(ref))
+        written_note = "" if mask.all() else f" ({int(mask.sum())} of {m * n} elements written by the clusters run)"
+        dtype_note = ", fp32 result (his split-K buffer, as timed)" if self.plan.dtype == "fp32" else ""
+        return ("match" if ok else "mismatch"), msg + written_note + dtype_note, int(mask.sum())
+
+
+def _parse_target(target):
+    """(family, version, point-or-None) from a point id, "family/version" or (family, version)."""
+    if isinstance(target, (tuple, list)):
+        return target[0], target[1], None
+    if "/" in target:
+        fam, ver = target.split("/", 1)
+        return fam, ver, None
+    for p in load_points()["points"]:
+        if p["id"] == target:
+            return p["family"], p["version"], p
+    raise KeyError(f"{target!r} is neither a point id of {POINTS_FILE.name} nor family/version")
+
+
+def prepare(target, shape=None, mode: str = "strict", seed: int = 1111, sources=None) -> Prepared:
+    """A point id (its benchmark shape unless `shape` is given) or "family/version" / (family, version) with a shape
+    (M, N, K[, 1]): compile its launches, place the inputs. Raises gv.NoDispatch / ValueError / FileNotFoundError
+    with the reason when it cannot run."""
+    from emu.launch import CapturedLaunch
+
+    family, name, point = _parse_target(target)
+    if point is not None and not point.get("runnable", True):
+        raise ValueError(f"{point['id']}: {point.get('not_runnable', 'no runnable source')}")
+    ver = gv.version(family, name)
+    if shape is None:
+        if point is None:
+            raise ValueError("a shape is needed for family/version targets")
+        shape = point["shape"]
+    m, n, k = (int(x) for x in shape[:3])
+    if len(shape) > 3 and int(shape[3]) != 1:
+        raise ValueError("his kernels take L = 1 only")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    path = source_path(sources_dir(sources), family, name)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: fetch {blob_url(family, name)} (by path, at the pinned commit) "
+                                f"into {sources_dir(sources)}/{FAMILY_DIRS[family]}/")
+    text = path.read_text()
+    missing = check_host(text, ver.fingerprints)
+    if missing:
+        raise ValueError("his host code differs from what gau_versions re-implements; missing: " + " | ".join(missing))
+    plan = ver.plan(m, n, k)
+    src = extract_cuda_src(path)
+    data, gmem, addresses = make_inputs(family, m, n, k, mode, seed, plan.buf_elems)
+    launches, infos = [], []
+    for launch in plan.launches:
+        cu, edits = device_source(src, launch.instantiation)
+        ptx, info = compile_ptx(cu, f"{family}-{name}")
+        kname = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
+        launches.append(CapturedLaunch(ptx=ptx, kernel_name=kname, grid=launch.grid, block=launch.block,
+                                       cluster=launch.cluster, dynamic_smem=launch.dynamic_smem,
+                                       params=launch.params(addresses), dsl_version=""))
+        infos.append(dict(info, edits=edits, instantiation=launch.instantiation))
+    return Prepared(family, name, (m, n, k, 1), mode, seed, plan, launches, gmem, addresses, data, str(path), infos,
+                    point)
+
+
+# ============================================================================ functional run
+@dataclass
+class RunResult:
+    status: str                       # match, mismatch, deadlock, hazard, unsupported
+    label: str
+    mode: str
+    message: str = ""
+    checked: int = 0
+    seconds: float = 0.0
+    clusters: list = field(default_factory=list)   # (run, total) per launch
+    stats: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.status == "match" and self.notes:
+            return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
+        return self.status.upper()
+
+    def line(self) -> str:
+        cl = " + ".join(f"{r}/{t}" for r, t in self.clusters) or "-"
+        return (f"emulated {self.verdict}: {self.label} {self.mode}, clusters {cl}, {self.checked} elements checked, "
+                f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
+                f"{self.seconds:.1f} s")
+
+
+def run(prep: Prepared, clusters="all", sched_seed: int = 0, max_quantum: int = 24) -> RunResult:
+    """Run every launch of `prep` in order on prep.gmem (a subset: `clusters` groups of the first launch, and what
+    reads their result in later launches), then check."""
+    from emu import ptx as ptx_mod
+    from emu.machine import Deadlock, Machine
+    from emu.state import EmulatorError, Hazard, Unsupported
+
+    t0 = time.time()
+    res = RunResult("unsupported", prep.label, prep.mode)
+    machine, written, every = None, None, True
     try:
-        hl = host_launch(version, m, n, k, addr)
-    except ValueError as e:
-        res.message = str(e)
-        return res
-    cu, edits = device_source(src, hl["instantiation"])
-    ptx, cinfo = compile_ptx(cu, version)
-    res.compile = dict(cinfo, edits=edits, instantiation=hl["instantiation"])
-    name = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
-    cap = CapturedLaunch(ptx=ptx, kernel_name=name, grid=hl["grid"], block=hl["block"], cluster=hl["cluster"],
-                         dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="")
-    res.launch = {k_: hl[k_] for k_ in ("grid", "block", "cluster", "dynamic_smem", "instantiation")}
-    run = execute(cap, gmem, sched_seed)
-    res.status, res.message = run.status, run.message
-    if run.machine is not None:
-        res.stats = dict(run.machine.stats)
-    if run.status == "completed":
-        raw = gmem.read(addr["c"], m * n * 2)
-        out = torch.from_numpy(raw.view(np.float16).copy()).reshape(1, m, n).permute(1, 2, 0)
-        ok, msg = _check(out, reference.ref_kernel(data))
-        res.status, res.message = ("match" if ok else "mismatch"), msg
+        for i, cap in enumerate(prep.launches):
+            machine = Machine(ptx_mod.parse_module(cap.ptx), cap, prep.gmem, seed=sched_seed, max_quantum=max_quantum)
+            ids = list(machine.clusters())
+            chosen = prep.select(i, ids, clusters, sched_seed, written)
+            every &= len(chosen) == len(ids)
+            res.clusters.append((len(chosen), len(ids)))
+            machine.run(chosen)
+            for key, val in machine.stats.items():
+                res.stats[key] = res.stats.get(key, 0) + val
+            res.notes += list(machine.notes.values())
+            if prep.plan.buf_elems and i + 1 < len(prep.launches):
+                written = prep.written(machine, "buf")
+        res.status, res.message, res.checked = prep.check(prep.gmem, machine, every_cluster=every)
+    except Deadlock as e:
+        res.status, res.message = "deadlock", str(e)
+    except Hazard as e:
+        res.status, res.message = "hazard", str(e)
+    except Unsupported as e:
+        res.status, res.message = "unsupported", str(e)
+    except EmulatorError as e:
+        res.status, res.message = "unsupported", f"{type(e).__name__}: {e}"
     res.seconds = time.time() - t0
     return res
 
 
-def find_source(version: str) -> tuple[Path | None, str]:
-    """(path, "") or (None, why) for $GAU_DUAL_GEMM_V1B / $GAU_DUAL_GEMM_V2, else the /tmp copy."""
-    env = os.environ.get(ENV_VARS[version])
-    if env:
-        return (Path(env), "") if Path(env).is_file() else (None, f"${ENV_VARS[version]}={env} is not a file")
-    p = DEFAULT_PATHS[version]
-    if p.is_file():
-        return p, ""
-    return None, (f"gau-nernst's submission_{version}.py is not available: set ${ENV_VARS[version]} or save "
-                  f"{GAU_REPO}@{GAU_COMMIT[:12]}:nvidia/nvfp4_dual_gemm/submission_{version}.py to {p} "
-                  f"(needs network; not in this repository by design)")
+def run_target(target, shape=None, mode="strict", seed=1111, sources=None, clusters="all", sched_seed=0) -> RunResult:
+    """prepare + run; a target that cannot be prepared comes back "unsupported" with the reason."""
+    t0 = time.time()
+    try:
+        prep = prepare(target, shape, mode, seed, sources)
+    except (gv.NoDispatch, ValueError, FileNotFoundError, KeyError, RuntimeError) as e:
+        fam, ver, point = _parse_target(target) if not isinstance(e, KeyError) else ("?", str(target), None)
+        label = point["id"] if point else f"gau-{fam}-{ver}" + (f"-{'x'.join(str(x) for x in shape[:3])}" if shape else "")
+        return RunResult("unsupported", label, mode, message=str(e), seconds=time.time() - t0)
+    return run(prep, clusters, sched_seed)
 
 
 # ============================================================================ CLI
+def _select_points(spec: str) -> list:
+    points = load_points()["points"]
+    out = []
+    for tok in [t.strip() for t in spec.split(",") if t.strip()]:
+        if tok == "all":
+            out += points
+        elif tok in ("fit", "holdout"):
+            out += [p for p in points if p["split"] == tok]
+        elif tok in FAMILY_DIRS:
+            out += [p for p in points if p["family"] == tok]
+        else:
+            match = [p for p in points if p["id"] == tok]
+            if not match:
+                raise SystemExit(f"unknown point {tok!r}")
+            out += match
+    seen, uniq = set(), []
+    for p in out:
+        if p["id"] not in seen:
+            seen.add(p["id"])
+            uniq.append(p)
+    return uniq
+
+
+def _jobs(args) -> list:
+    """(target, shape, mode) to run."""
+    modes = [x.strip() for x in args.modes.split(",") if x.strip()]
+    shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
+    jobs = []
+    if args.versions:
+        for tv in [t.strip() for t in args.versions.split(",") if t.strip()]:
+            fam, ver = tv.split("/")
+            shapes = [shape] if shape else SMALL_SHAPES[fam] + EXTRA_SMALL.get((fam, ver), [])
+            jobs += [(tv, s, md) for s in shapes for md in modes]
+        return jobs
+    points = _select_points(args.points)
+    if args.full_size:
+        return [(p["id"], None, md) for p in points for md in modes]
+    seen = []
+    for p in points:  # one small-shape run per distinct version
+        key = (p["family"], p["version"])
+        if key in seen or not p.get("runnable", True):
+            continue
+        seen.append(key)
+        shapes = [shape] if shape else SMALL_SHAPES[key[0]] + EXTRA_SMALL.get(key, [])
+        jobs += [(f"{key[0]}/{key[1]}", s, md) for s in shapes for md in modes]
+    return jobs
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--v1b", help="path to submission_v1b.py (default $GAU_DUAL_GEMM_V1B or /tmp/gau/...)")
-    ap.add_argument("--v2", help="path to submission_v2.py (default $GAU_DUAL_GEMM_V2 or /tmp/gau/...)")
-    ap.add_argument("--only", default="v1b,v2", help="comma-separated kernels to run")
-    ap.add_argument("--shape", default="256,256,512", help="M,N,K (L = 1; his kernels ignore L)")
-    ap.add_argument("--modes", default="strict,leaderboard")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--points", default="all", help="all | fit | holdout | dual | gemm | point ids (comma-separated)")
+    ap.add_argument("--versions", default=None, help="family/version list instead of points, e.g. dual/v1b,gemm/v4")
+    ap.add_argument("--sources", default=None, help="DIR with the files at their repository paths "
+                    "(default $GAU_SOURCES or /tmp/gau_src)")
+    ap.add_argument("--full-size", action="store_true", help="each point at its benchmark shape")
+    ap.add_argument("--shape", default=None, help="M,N,K for every run (default: the family's small shapes)")
+    ap.add_argument("--clusters", default="all", help="all, or a number of cluster groups of the first launch")
+    ap.add_argument("--modes", default=None, help="input generators (default strict,leaderboard; strict with "
+                    "--full-size)")
     ap.add_argument("--seed", type=int, default=1111)
     ap.add_argument("--sched-seed", type=int, default=0)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="write every result here")
     args = ap.parse_args(argv)
-    m, n, k = (int(x) for x in args.shape.split(","))
-    results, skipped = [], []
-    for version in [v.strip() for v in args.only.split(",") if v.strip()]:
-        given = getattr(args, version)
-        path, why = (Path(given), "") if given else find_source(version)
-        if path is None or not path.is_file():
-            skipped.append(version)
-            print(f"skipped {version}: {why or f'{given} is not a file'}", flush=True)
-            continue
-        print(f"{version}: {path} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})", flush=True)
-        for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
-            r = run_one(version, path, m, n, k, mode, args.seed, args.sched_seed)
-            results.append(r)
-            print(r.line(), flush=True)
-            if r.status != "match":
-                print("  " + r.message.replace("\n", "\n  "), flush=True)
+    if args.modes is None:
+        args.modes = "strict" if args.full_size else "strict,leaderboard"
+    if not sources_dir(args.sources).is_dir():
+        print(f"no sources at {sources_dir(args.sources)}: fetch the files listed in {POINTS_FILE.name} "
+              f"(design_from) at their repository paths", file=sys.stderr)
+        return 2
+    results = []
+    jobs = _jobs(args)
+    for i, (target, shape, mode) in enumerate(jobs):
+        r = run_target(target, shape, mode, args.seed, args.sources, args.clusters, args.sched_seed)
+        results.append(r)
+        print(f"[{i + 1}/{len(jobs)}] {r.line()}" + ("" if r.status == "match" else f"\n    {r.message[:2000]}"),
+              file=sys.stderr, flush=True)
+    counts = {}
+    for r in results:
+        counts[r.verdict.split(" with")[0]] = counts.get(r.verdict.split(" with")[0], 0) + 1
+    print(f"emulated: {len(results)} runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps([{
-            "label": "emulated", "status": r.status, "version": r.version, "shape": r.shape, "mode": r.mode,
-            "message": r.message, "seconds": round(r.seconds, 2), "launch": r.launch, "stats": r.stats,
-            "compile": r.compile} for r in results], indent=2, default=list))
-    return 0 if results and not skipped and all(r.status == "match" for r in results) else 1
+            "label": "emulated", "target": r.label, "mode": r.mode, "status": r.status, "verdict": r.verdict,
+            "message": r.message, "checked": r.checked, "clusters": r.clusters, "seconds": round(r.seconds, 2),
+            "stats": r.stats, "notes": [n.describe() for n in r.notes]} for r in results], indent=2))
+    return 0 if results and all(r.status == "match" for r in results) else 1
 
 
 if __name__ == "__main__":
