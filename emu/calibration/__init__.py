@@ -5,7 +5,9 @@ Each module is one calibration family, runnable from the repository root as `pyt
   tma_gpu        TMA tile loads and tensor-map encodings against a lent H100/H200 (fixtures in tests/data)
   gpu_probes     the GPU probes' own kernels (probes/tma_loads.py, probes/epilogue.py) run in the emulator
   nvidia_example NVIDIA's B200-verified CuTe DSL persistent block-scaled GEMM example
-  gau            gau-nernst's B200-verified CUDA + inline-PTX kernels for this problem
+  gau            gau-nernst's B200-measured CUDA + inline-PTX kernels, every version of his nvfp4_dual_gemm and
+                 nvfp4_gemm logs (gau_versions: his host code per version); b200_points.json: their B200 times,
+                 designs and the fit/holdout split the timed emulator is judged on
   arseni         arseni_ivanov's B200-verified CuTe DSL kernel for this problem (three kernels by shape)
   novus          novus677's B200-verified CUDA + inline-PTX kernel 9 for this problem
   mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C

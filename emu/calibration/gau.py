@@ -303,14 +303,16 @@ class Prepared:
         raw = gmem.read(self.addresses[self.plan.output], m * n * np.dtype(dt).itemsize).view(dt).astype(np.float64)
         return raw.reshape(m, n) if self.plan.layout == "mn" else raw.reshape(n, m).T
 
-    def check(self, gmem, machine, every_cluster: bool = False) -> tuple[str, str, int]:
+    def check(self, gmem, machine, every_cluster: bool = False, within=None) -> tuple[str, str, int]:
         """(status, message, checked_elements): the elements the last launch's `machine` wrote, against the
-        reference; `every_cluster` (every launch ran all its clusters) also requires every element written."""
+        reference; `every_cluster` (every launch ran all its clusters) also requires every element written.
+        `within` (a mask over the M*N elements in memory order) narrows the check to elements whose inputs an earlier
+        launch of a subset run produced completely (a reduction's CTAs also write neighbours of the chosen tiles)."""
         import torch
 
         from emu.run import _check
         m, n, _, _ = self.shape
-        mask = self.written(machine)
+        mask = self.written(machine) if within is None else self.written(machine) & within
         mask = mask.reshape(m, n) if self.plan.layout == "mn" else mask.reshape(n, m).T
         if not mask.any():
             return "mismatch", "the emulated clusters wrote no element of the result", 0
@@ -431,7 +433,8 @@ def run(prep: Prepared, clusters="all", sched_seed: int = 0, max_quantum: int = 
             res.notes += list(machine.notes.values())
             if prep.plan.buf_elems and i + 1 < len(prep.launches):
                 written = prep.written(machine, "buf")
-        res.status, res.message, res.checked = prep.check(prep.gmem, machine, every_cluster=every)
+        res.status, res.message, res.checked = prep.check(prep.gmem, machine, every_cluster=every,
+                                                          within=None if every else written)
     except Deadlock as e:
         res.status, res.message = "deadlock", str(e)
     except Hazard as e:
