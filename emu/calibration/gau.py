@@ -13,7 +13,8 @@ the launch his host code makes, in the emulator (functional: no timing), and exp
                         # .dynamic_smem .params .launch_attrs: what emu.run.execute / emu.timing take)
     prep.gmem           # emu.state.GlobalMemory: inputs placed, C poisoned NaN, his fp32 workspaces zeroed
     prep.check(gmem, machine) -> (status, message, checked_elements)   # machine: the one that ran the last launch
-    prep.select(i, count, seed, written)   # cluster ids for a subset run of launch i (split-K slices together)
+    prep.select(i, cluster_ids, count, seed, written)   # a subset of launch i's clusters (split-K slices together)
+A prepared gmem is consumed by one run: prepare again for another.
 
 CLI (one line per point on stderr, a summary on stdout; exit 0 only if every run matches):
     python -m emu.calibration.gau --points all --sources DIR [--full-size] [--clusters N] [--modes strict,leaderboard]
@@ -483,8 +484,8 @@ def _select_points(spec: str) -> list:
     return uniq
 
 
-def _jobs(args) -> list:
-    """(target, shape, mode) to run."""
+def _jobs(args) -> tuple[list, list]:
+    """(target, shape, mode) to run, and the selected points that cannot run (with why)."""
     modes = [x.strip() for x in args.modes.split(",") if x.strip()]
     shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
     jobs = []
@@ -493,19 +494,21 @@ def _jobs(args) -> list:
             fam, ver = tv.split("/")
             shapes = [shape] if shape else SMALL_SHAPES[fam] + EXTRA_SMALL.get((fam, ver), [])
             jobs += [(tv, s, md) for s in shapes for md in modes]
-        return jobs
+        return jobs, []
     points = _select_points(args.points)
+    skipped = [p for p in points if not p.get("runnable", True)]
+    points = [p for p in points if p.get("runnable", True)]
     if args.full_size:
-        return [(p["id"], None, md) for p in points for md in modes]
+        return [(p["id"], None, md) for p in points for md in modes], skipped
     seen = []
     for p in points:  # one small-shape run per distinct version
         key = (p["family"], p["version"])
-        if key in seen or not p.get("runnable", True):
+        if key in seen:
             continue
         seen.append(key)
         shapes = [shape] if shape else SMALL_SHAPES[key[0]] + EXTRA_SMALL.get(key, [])
         jobs += [(f"{key[0]}/{key[1]}", s, md) for s in shapes for md in modes]
-    return jobs
+    return jobs, skipped
 
 
 def main(argv=None) -> int:
@@ -530,7 +533,9 @@ def main(argv=None) -> int:
               f"(design_from) at their repository paths", file=sys.stderr)
         return 2
     results = []
-    jobs = _jobs(args)
+    jobs, skipped = _jobs(args)
+    for p in skipped:
+        print(f"not run: {p['id']}: {p.get('not_runnable')}", file=sys.stderr, flush=True)
     for i, (target, shape, mode) in enumerate(jobs):
         r = run_target(target, shape, mode, args.seed, args.sources, args.clusters, args.sched_seed)
         results.append(r)
