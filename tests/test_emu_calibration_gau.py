@@ -106,6 +106,24 @@ def test_points_agree_with_the_old_calibration_file():
     assert len(old) == 34
 
 
+def test_judge_fields_order_summary_model_id():
+    """What the timed judge reads beside the design: the log order (deltas), a one-line summary, the old model's id;
+    and the points it judges (runnable, not set aside by their author)."""
+    old_ids = {p["id"] for p in json.loads((REPO / "tools" / "calibration_points.json").read_text())["points"]}
+    logs = {"dual": ["v1", "v1b", "v1c", "v1d", "v1e", "v1f", "v1g", "v2"],
+            "gemm": ["v0", "v0b", "v0c", "v1", "v1b", "v2", "v2b", "v3", "v3b", "v4", "mix"]}
+    for p in POINTS:
+        assert p["order"] == logs[p["family"]].index(p["version"]), p["id"]
+        assert p.get("model_id") == (p["id"] if p["id"] in old_ids else None), p["id"]
+        if p["runnable"]:
+            d = p["design_summary"]
+            assert f"{d.split()[1]}" == "x".join(map(str, p["design"]["mma_tile"])), p["id"]
+            assert ("split-K" in d) == (p["design"]["split_k"] > 1), p["id"]
+    judged = {p["id"] for p in gau.judged_points()}
+    assert judged == {p["id"] for p in POINTS if p["version"] != "mix" and not (p["family"] == "gemm" and p["version"] == "v1")}
+    assert set(DOC["split"]["fit"]) <= judged and len(judged) == 59
+
+
 # ---------------------------------------------------------------------------------------------- host re-implementation
 def test_host_fingerprints_catch_a_changed_line():
     fp = gv.version("gemm", "v3b").fingerprints

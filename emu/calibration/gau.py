@@ -9,6 +9,7 @@ the launch his host code makes, in the emulator (functional: no timing), and exp
 
     prep = prepare("gau-gemm-v3b-128x7168x2048", sources=DIR)        # a point id, or
     prep = prepare("dual/v1b", shape=(256, 256, 512), mode="leaderboard", sources=DIR)
+    prep = prepare_point(point, sources=DIR)                          # a record of judged_points()
     prep.launches       # emu.launch.CapturedLaunch per kernel launch, in order (.ptx .grid .block .cluster
                         # .dynamic_smem .params .launch_attrs: what emu.run.execute / emu.timing take)
     prep.gmem           # emu.state.GlobalMemory: inputs placed, C poisoned NaN, his fp32 workspaces zeroed
@@ -383,6 +384,16 @@ def prepare(target, shape=None, mode: str = "strict", seed: int = 1111, sources=
         infos.append(dict(info, edits=edits, instantiation=launch.instantiation))
     return Prepared(family, name, (m, n, k, 1), mode, seed, plan, launches, gmem, addresses, data, str(path), infos,
                     point)
+
+
+def prepare_point(point: dict, sources=None, mode: str = "strict", seed: int = 1111) -> Prepared:
+    """prepare() for a point record of the points file (what the timed judge iterates): its benchmark shape."""
+    return prepare(point["id"], mode=mode, seed=seed, sources=sources)
+
+
+def judged_points() -> list:
+    """The points the timed emulator is judged on: runnable, and not set aside by their author (`use`)."""
+    return [p for p in load_points()["points"] if p.get("runnable", True) and p.get("use", True)]
 
 
 # ============================================================================ functional run
