@@ -13,7 +13,8 @@ the launch his host code makes, in the emulator (functional: no timing), and exp
     prep.launches       # emu.launch.CapturedLaunch per kernel launch, in order (.ptx .grid .block .cluster
                         # .dynamic_smem .params .launch_attrs: what emu.run.execute / emu.timing take)
     prep.gmem           # emu.state.GlobalMemory: inputs placed, C poisoned NaN, his fp32 workspaces zeroed
-    prep.check(gmem, machine) -> (status, message, checked_elements)   # machine: the one that ran the last launch
+    prep.check(gmem, machine) -> (status, message, checked_elements)   # machine: the one that ran the last launch;
+                        # checks the elements the clusters run computed completely (any subset of clusters)
     prep.select(i, cluster_ids, count, seed, written)   # a subset of launch i's clusters (split-K slices together)
 A prepared gmem is consumed by one run: prepare again for another.
 
@@ -184,9 +185,12 @@ def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
 
 
 # ============================================================================ inputs and the reference
-def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_elems: int):
+def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_elems: int, buf_poisoned=False):
     """(data, gmem, addresses): reference.generate_input's tensors placed as the leaderboard's torch tensors, C
-    poisoned NaN, and his fp32 workspace (zeroed, as his torch.zeros buffers) when the plan needs one."""
+    poisoned NaN, and his fp32 workspace when the plan needs one: zeroed (his torch.zeros buffers) where his kernel
+    adds into it atomically, poisoned NaN (`buf_poisoned`) where it is a workspace of partial sums each call
+    overwrites before a later launch reads it (after the first call it holds the previous call's sums, so a correct
+    kernel cannot rely on its zeros; the poison tells the check which partial sums this run wrote)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     import reference
@@ -208,7 +212,7 @@ def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_e
             raw, offset = _torch_bytes(t)
             addresses[as_name] = gmem.alloc_array(raw) + offset
     if buf_elems:
-        addresses["buf"] = gmem.alloc(buf_elems * 4)
+        addresses["buf"] = gmem.alloc(buf_elems * 4, fill=0xFF if buf_poisoned else None)  # 0xFFFFFFFF: a NaN
     addresses.update(m=m, n=n)
     return data, gmem, addresses
 
@@ -278,24 +282,41 @@ class Prepared:
         picked = sorted(rng.choice(len(keys), size=int(count), replace=False).tolist())
         return [cid for i in picked for cid in groups[keys[i]]]
 
-    def written(self, machine, output: str | None = None) -> np.ndarray:
-        """Boolean mask over the M*N result elements (in memory order) that `machine` stored to (any slice of a
-        split-K workspace folds onto the same element)."""
+    def stores(self, machine, output: str | None = None) -> np.ndarray:
+        """Stores (atomic adds included) per M*N result element, in memory order, in `machine`'s store_log; the
+        slices of a split-K workspace fold onto their element."""
         m, n, _, _ = self.shape
         out = output or self.plan.output
         esize = 2 if (out == "c") else 4
         base = self.addresses[out]
         size = (self.plan.buf_elems if out == "buf" else m * n) * esize
-        mask = np.zeros(m * n, bool)
+        count = np.zeros(m * n, np.int64)
         if not machine.store_log:
-            return mask
+            return count
         log = np.asarray(machine.store_log, dtype=np.int64)
         log = log[(log[:, 0] >= base) & (log[:, 0] < base + size)]
         first = (log[:, 0] - base) // esize
         last = -(-(log[:, 0] + log[:, 1] - base) // esize)
         for d in range(int((last - first).max(initial=0))):
             idx = first + d
-            mask[idx[idx < last] % (m * n)] = True
+            np.add.at(count, idx[idx < last] % (m * n), 1)
+        return count
+
+    def written(self, machine, output: str | None = None) -> np.ndarray:
+        """Boolean mask over the M*N result elements (in memory order) that `machine` stored to."""
+        return self.stores(machine, output) > 0
+
+    def complete(self, gmem, machine) -> np.ndarray:
+        """Mask over the M*N result elements (memory order) that the clusters run computed completely: written, with
+        every K slice's atomic add where his kernel adds split-K slices into the result, and (a reduction launch)
+        every slice's partial sum present in the NaN-poisoned workspace it read. A subset run (the timed emulator's
+        representative clusters) need not take the K slices of a tile together; this keeps to what it finished."""
+        m, n, _, _ = self.shape
+        slices = self.plan.design.get("split_k", 1)
+        mask = self.stores(machine) >= (slices if self.plan.output == "buf" else 1)
+        if self.plan.reduces:
+            buf = gmem.read(self.addresses["buf"], self.plan.buf_elems * 4).view(np.float32)
+            mask &= ~np.isnan(buf.reshape(-1, m * n)).any(0)
         return mask
 
     def result(self, gmem) -> np.ndarray:
@@ -305,27 +326,30 @@ class Prepared:
         raw = gmem.read(self.addresses[self.plan.output], m * n * np.dtype(dt).itemsize).view(dt).astype(np.float64)
         return raw.reshape(m, n) if self.plan.layout == "mn" else raw.reshape(n, m).T
 
-    def check(self, gmem, machine, every_cluster: bool = False, within=None) -> tuple[str, str, int]:
-        """(status, message, checked_elements): the elements the last launch's `machine` wrote, against the
-        reference; `every_cluster` (every launch ran all its clusters) also requires every element written.
-        `within` (a mask over the M*N elements in memory order) narrows the check to elements whose inputs an earlier
-        launch of a subset run produced completely (a reduction's CTAs also write neighbours of the chosen tiles)."""
+    def check(self, gmem, machine, every_cluster: bool = False) -> tuple[str, str, int]:
+        """(status, message, checked_elements): the elements the clusters run computed completely (`complete`; the
+        last launch's `machine` holds its store_log), against the reference. `every_cluster` (every launch ran all
+        its clusters) requires every element complete. "unchecked": a subset run completed no element (e.g. the
+        timed emulator ran one K slice of each tile it simulated)."""
         import torch
 
         from emu.run import _check
         m, n, _, _ = self.shape
-        mask = self.written(machine) if within is None else self.written(machine) & within
-        mask = mask.reshape(m, n) if self.plan.layout == "mn" else mask.reshape(n, m).T
-        if not mask.any():
-            return "mismatch", "the emulated clusters wrote no element of the result", 0
-        if every_cluster and not mask.all():
-            return "mismatch", f"{int((~mask).sum())} of {m * n} result elements were never written", int(mask.sum())
+        done = self.complete(gmem, machine)
+        if every_cluster and not done.all():
+            return "mismatch", f"{int((~done).sum())} of {m * n} result elements were not computed completely", int(done.sum())
+        if not done.any():
+            stored = bool(self.written(machine).any())
+            return ("unchecked" if stored else "mismatch"), (
+                "no result element was computed completely by the clusters run (their K slices or partial sums are "
+                "incomplete)" if stored else "the emulated clusters wrote no element of the result"), 0
+        mask = done.reshape(m, n) if self.plan.layout == "mn" else done.reshape(n, m).T
         rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
         sub = mask[np.ix_(rows, cols)]
         out = torch.from_numpy(self.result(gmem)[np.ix_(rows, cols)][sub])
         ref = reference_block(self.family, self.data, rows, cols).double().numpy()[sub]
         ok, msg = _check(out, torch.from_numpy(ref))
-        written_note = "" if mask.all() else f" ({int(mask.sum())} of {m * n} elements written by the clusters run)"
+        written_note = "" if mask.all() else f" ({int(mask.sum())} of {m * n} elements computed by the clusters run)"
         dtype_note = ", fp32 result (his split-K buffer, as timed)" if self.plan.dtype == "fp32" else ""
         return ("match" if ok else "mismatch"), msg + written_note + dtype_note, int(mask.sum())
 
@@ -372,7 +396,7 @@ def prepare(target, shape=None, mode: str = "strict", seed: int = 1111, sources=
         raise ValueError("his host code differs from what gau_versions re-implements; missing: " + " | ".join(missing))
     plan = ver.plan(m, n, k)
     src = extract_cuda_src(path)
-    data, gmem, addresses = make_inputs(family, m, n, k, mode, seed, plan.buf_elems)
+    data, gmem, addresses = make_inputs(family, m, n, k, mode, seed, plan.buf_elems, plan.reduces)
     launches, infos = [], []
     for launch in plan.launches:
         cu, edits = device_source(src, launch.instantiation)
@@ -399,7 +423,7 @@ def judged_points() -> list:
 # ============================================================================ functional run
 @dataclass
 class RunResult:
-    status: str                       # match, mismatch, deadlock, hazard, unsupported
+    status: str                       # match, mismatch, unchecked, deadlock, hazard, unsupported
     label: str
     mode: str
     message: str = ""
@@ -445,8 +469,7 @@ def run(prep: Prepared, clusters="all", sched_seed: int = 0, max_quantum: int = 
             res.notes += list(machine.notes.values())
             if prep.plan.buf_elems and i + 1 < len(prep.launches):
                 written = prep.written(machine, "buf")
-        res.status, res.message, res.checked = prep.check(prep.gmem, machine, every_cluster=every,
-                                                          within=None if every else written)
+        res.status, res.message, res.checked = prep.check(prep.gmem, machine, every_cluster=every)
     except Deadlock as e:
         res.status, res.message = "deadlock", str(e)
     except Hazard as e:

@@ -54,8 +54,13 @@ class Plan:
     output: str          # "c" or "buf"
     dtype: str           # "fp16" or "fp32"
     layout: str          # "mn" or "nm"
-    buf_elems: int = 0   # fp32 workspace elements (zero-filled, as his Python's torch.zeros buffers)
+    buf_elems: int = 0   # fp32 workspace elements (his Python's torch.zeros buffers; see gau.make_inputs)
     design: dict = field(default_factory=dict)
+
+    @property
+    def reduces(self) -> bool:
+        """A later launch reads the workspace's partial sums (gemm v1b's reduction kernel)."""
+        return any(launch.reads is not None for launch in self.launches)
 
 
 # ---------------------------------------------------------------------------------------------- parameter bytes
