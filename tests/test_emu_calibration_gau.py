@@ -263,6 +263,10 @@ def test_small_shape_matches(family, version, shape, mode):
     print(res.line())
     assert res.status == "match", res.message
     assert res.checked == shape[0] * shape[1]
+    if (family, version) == ("dual", "v2"):
+        # his 2-SM epilogue reads CTA 1's half of the M=256 accumulator at lane field 128 + ...
+        # (emu.tcgen05.tmem_ld_first_lane)
+        assert res.stats.get("tmem_ld_lane_remapped", 0) > 0
 
 
 def _run_subset(prep, pick):
