@@ -281,7 +281,8 @@ class CpAsyncMbarrierArrive:
             def run(bar=bar):
                 bar.arrive(1, f"{ins.opcode} ({ins.where()})")
 
-            ex.submit(w.cta.cluster, AsyncOp(f"cp.async arrive-on {off:#x}", run, _cp_async_queue(w, lane), ins.line))
+            ex.submit(w.cta.cluster, AsyncOp(f"cp.async arrive-on {off:#x}", run, _cp_async_queue(w, lane), ins.line,
+                                             Cost("arrive", dests=(cta,))))
 
 
 @family("cp.async.bulk.prefetch")

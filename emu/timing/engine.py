@@ -79,6 +79,8 @@ def classify(ins) -> tuple:
         cls = "st_global" if "global" in p else "st_smem" if any(x.startswith("shared") for x in p) else "alu"
     elif b in ("shfl", "elect"):
         cls = b
+    elif b in ("atom", "red"):
+        cls = "atomic"
     elif b in ("bar", "barrier"):
         cls = "barrier"
     elif b == "tcgen05":
@@ -125,7 +127,8 @@ class TimedMachine(Machine):
                         "cvt16": c.alu_latency, "ld_param": c.param_load_latency, "ld_smem": c.smem_load_latency,
                         "ld_dsmem": c.dsmem_load_latency, "ld_global": c.l2_hit_latency, "st_global": 0,
                         "st_smem": 0, "shfl": c.shfl_latency, "elect": c.elect_latency, "barrier": 0,
-                        "tmem_ld": c.tmem_ld_latency, "tmem_wait": 0, "tcgen05": 0, "griddep_wait": 0}
+                        "tmem_ld": c.tmem_ld_latency, "tmem_wait": 0, "tcgen05": 0, "griddep_wait": 0,
+                        "atomic": c.l2_hit_latency}
         self.issue_cycles = {"alu64": c.alu64_issue}
         # The published single-MMA latency runs from issue to the waiting thread seeing the commit's arrival; the parts
         # this engine adds itself are taken off it.
@@ -299,7 +302,7 @@ class TimedMachine(Machine):
         t = max(t, self._sources_ready(w, srcs))
         if cls == "tmem_wait":
             t = max(t, w.tmem_ready)
-        elif cls == "st_global":
+        elif cls in ("st_global", "atomic"):
             t = max(t, sm.store.free - STORE_QUEUE_CYCLES)
         elif cls == "griddep_wait" and self.pdl:
             t = max(t, self.wait_release)
@@ -331,9 +334,9 @@ class TimedMachine(Machine):
             nbytes = 32 * 4 * len(dsts)
             ready = sm.tmem_read.transfer(start, nbytes) + c.tmem_ld_latency
             w.tmem_ready = max(w.tmem_ready, ready)
-        elif cls in ("st_global", "st_smem", "ld_smem"):
+        elif cls in ("st_global", "st_smem", "ld_smem", "atomic"):
             nbytes = nlanes * _access_bytes(ins)
-            if cls == "st_global":
+            if cls in ("st_global", "atomic"):  # an atomic's read-modify-write happens at L2
                 done = max(sm.store.transfer(t, nbytes), self.l2.transfer(t, nbytes)) + c.l2_hit_latency
                 sm.stores_done = max(sm.stores_done, done)
             else:
@@ -415,9 +418,10 @@ class TimedMachine(Machine):
                 sm.smem.transfer(start, cost.nbytes)
                 sm.tc_ordered = start
             return start + c.tcgen05_cp_latency
-        if cost.unit == "commit":
+        if cost.unit in ("commit", "arrive"):  # in order behind its queue's earlier operations (submit())
             done = t + c.tcgen05_commit_latency
-            self.marks[cost.dests[0].ctaid]["commits"].append(done)
+            if cost.unit == "commit":
+                self.marks[cost.dests[0].ctaid]["commits"].append(done)
             return done
         if cost.unit == "store":
             sm = cost.dests[0].sm
