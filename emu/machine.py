@@ -78,12 +78,13 @@ class Cost:
     "cp" (tcgen05.cp: nbytes from shared to tensor memory), "commit" (tcgen05.commit), "arrive" (an mbarrier arrival
     once the earlier operations of its queue are complete, e.g. cp.async.mbarrier.arrive)."""
 
-    __slots__ = ("unit", "nbytes", "source", "dests", "m", "n", "k", "a_bytes", "b_bytes")
+    __slots__ = ("unit", "nbytes", "source", "dests", "m", "n", "k", "a_bytes", "b_bytes", "via")
 
     def __init__(self, unit: str, nbytes: int = 0, source: int | None = None, dests=(), m: int = 0, n: int = 0,
-                 k: int = 0, a_bytes: int = 0, b_bytes: int = 0):
+                 k: int = 0, a_bytes: int = 0, b_bytes: int = 0, via: str = "tma"):
         self.unit, self.nbytes, self.source, self.dests = unit, nbytes, source, tuple(dests)
         self.m, self.n, self.k, self.a_bytes, self.b_bytes = m, n, k, a_bytes, b_bytes
+        self.via = via  # a load's engine: "tma" (the TMA unit: TMA and bulk copies) or "lsu" (cp.async, per thread)
 
 
 class Machine:

@@ -248,7 +248,7 @@ class CpAsync:
                 data[:rd] = ex.gmem.read(g, rd)
                 store_shared(cta, off, data, f"cp.async ({ins.where()})")
 
-            cost = Cost("load", rd, ex.gmem.allocation(g)[0], (cta,))
+            cost = Cost("load", rd, _allocation_of(ex, g), (cta,), via="lsu")
             ex.submit(w.cta.cluster, AsyncOp(f"cp.async {g:#x}+{n}", run, _cp_async_queue(w, lane), ins.line, cost))
 
 

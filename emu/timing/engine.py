@@ -15,8 +15,9 @@ What is simulated (the costs are emu/timing/b200.yaml's rows, named here in back
 - A warp whose mbarrier try_wait fails sleeps until that barrier changes, then wakes `mbarrier_wake_latency` later;
   a warp held at bar.sync / barrier.cluster / a tcgen05 pair rendezvous continues `barrier_latency` after release.
 - Asynchronous operations complete at a time computed when they are issued:
-  * loads (TMA, bulk copies): the SM's TMA engine (`tma_issue_cycles` per request), then bytes through the chip's
-    HBM share (only the fraction of the request that is a first read of those bytes in the grid: 1 / reuse, see
+  * loads (TMA, bulk copies; cp.async skips the TMA engine): the SM's TMA engine (`tma_issue_cycles` per request),
+    then bytes through the chip's HBM share (only the fraction of the request that is a first read of those bytes in
+    the grid: 1 / reuse, see
     emu.timing.call), the chip's L2 share, each destination SM's L2 -> SM path and shared-memory port, then the
     L2 latency, plus (1 / reuse) of the extra HBM latency;
   * tcgen05.mma: the SMs of its CTA group's tensor cores in order; it lasts max(math at `mma_mac_per_clk`,
@@ -383,7 +384,9 @@ class TimedMachine(Machine):
             first = self._first_read(cost.source)
             issuer = cost.dests[0].sm if cost.dests else None
             sms = [d.sm for d in cost.dests]
-            t0 = issuer.tma.occupy(t, c.tma_issue_cycles)[1]
+            # A TMA or bulk copy is one request to the SM's TMA unit; a cp.async is one thread's part of a warp's
+            # load instruction, which the load/store unit issues with the warp (PTX ISA "cp.async": non-bulk, per thread)
+            t0 = issuer.tma.occupy(t, c.tma_issue_cycles)[1] if cost.via == "tma" else t
             done = max(self.hbm.transfer(t0, cost.nbytes * first), self.l2.transfer(t0, cost.nbytes),
                        *(sm.l2_in.transfer(t0, cost.nbytes) for sm in sms),
                        *(sm.smem.transfer(t0, cost.nbytes) for sm in sms))
