@@ -1,0 +1,46 @@
+"""The timed emulator's calibration report (docs/timing_calibration.md / .json, written by
+`tools/emulate.py --timing --calibration`): its summary is what its rows say, its rows are the points file's."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from emu.calibration import timing as judge  # noqa: E402
+
+REPORT = json.loads(judge.REPORT_JSON.read_text())
+
+
+def test_summary_is_recomputed_from_the_stored_rows():
+    assert judge.summarize(REPORT["rows"]) == REPORT["summary"]
+
+
+def test_rows_are_the_points_files_points_with_their_split():
+    points = {p["id"]: p for p in judge.load_points()["points"]}
+    assert {r["id"] for r in REPORT["rows"]} == set(points)
+    for r in REPORT["rows"]:
+        p = points[r["id"]]
+        assert (r["measured_us"], r["split"], list(r["shape"])) == (p["measured_us"], p["split"], list(p["shape"]))
+        assert r["timed_prior_us"] > 0 and r["timed_fitted_us"] > 0, r["id"]
+    fit = {r["id"] for r in REPORT["rows"] if r["split"] == "fit"}
+    assert fit == set(judge.load_points()["split"]["fit"])
+
+
+def test_the_fit_touches_only_the_tables_fitted_rows():
+    from emu.timing import costs
+
+    fitted = {r.name for r in costs.load().rows.values() if r.fitted}
+    assert set(REPORT["fitted_overrides"]) <= fitted
+
+
+def test_deltas_compare_consecutive_versions_of_one_series():
+    rows = [{"id": f"x{i}", "family": "dual", "version": f"v{i}", "order": i, "shape": [1, 1, 1, 1],
+             "split": "holdout", "measured_us": m, "timed_fitted_us": t}
+            for i, (m, t) in enumerate([(10.0, 10.0), (9.0, 10.0), (9.0, 8.1)])]
+    ds = judge.deltas(rows, "timed_fitted_us")
+    assert [(d["from"], d["to"]) for d in ds] == [("v0", "v1"), ("v1", "v2")]
+    assert ds[0]["measured"] == -0.1 and ds[0]["predicted"] == 0.0 and ds[0]["error"] == 0.1
+    assert abs(ds[1]["error"] - (-0.19)) < 1e-9
