@@ -43,6 +43,7 @@ class NamedBarrier:
         self.expected = None
         self.arrived = 0
         self.waiting = []
+        self.knowledge = {}  # what the arrivals of the current phase release (emu.mbarrier.released)
 
     def describe(self) -> str:
         return f"named barrier {self.ident} of CTA{self.cta.rank} ({self.arrived} of {self.expected} threads arrived)"
@@ -55,6 +56,7 @@ class ClusterBarrier:
         self.cluster = cluster
         self.phase = 0
         self.arrived_threads = {}  # warp -> lanes mask arrived in the current phase
+        self.knowledge = {}  # phase -> what its arrivals release (emu.mbarrier.released)
 
     def describe(self) -> str:
         return f"cluster barrier phase {self.phase}"

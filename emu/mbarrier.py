@@ -7,12 +7,35 @@ the tx-count starts again from zero. The tx-count may go negative within a phase
 before its expect-tx, 9.7.13.15.2), within its range of +-(2^20 - 1).
 try_wait.parity / test_wait.parity (9.7.13.15.16) report whether the phase whose parity is given has
 completed, i.e. whether the current phase's parity differs from it.
+
+Happens-before of the initialisation. The object "must be initialized prior to use" (9.7.13.15.3) and
+mbarrier.init is a plain write to shared memory, so a thread other than the initialising one may use it only
+once the init happens-before that use (PTX ISA 8 "Memory Consistency Model": a synchronization that orders them).
+Within a CTA the emulator tracks, per warp, the latest clock of every other warp's actions it has observed
+(Warp.seen, vector-clock style) through the synchronizations that order memory: bar.sync / barrier.sync (9.7.13.1:
+prior memory accesses of the participating threads are performed relative to all of them), barrier.cluster
+arrive/wait (9.7.13.2) and chains of mbarrier arrive -> completed wait (9.7.13.15.16). A use by another warp that
+has not observed the init's clock is a Hazard, whatever the emulated interleaving. Lanes of the initialising warp
+count as ordered after it (they run in lockstep here; the ISA would ask for a __syncwarp: a named leniency).
+Across CTAs the rule is publication (check_use): fence.mbarrier_init plus a release that reaches the other thread.
+Re-initialising a live object is undefined (9.7.13.15.9: mbarrier.inval first). In the middle of a phase (some
+arrivals or tx-count already counted) it discards them: a Hazard. At a phase boundary (no arrival or tx-count
+counted in the current phase) nothing that was signalled is lost, and hardware-verified code does it
+(PRECEDENT_REINIT): a Note (REINIT_QUIESCENT). Several lanes of one mbarrier.init instruction writing the same count to the same
+object count as one initialisation: they write the same state at the same instant (DSL 4.3.5 initialises its
+pipeline barriers with a whole warp; 4.8.1 elects one lane).
 """
+
 from __future__ import annotations
 
 from .state import Hazard
 
 TX_LIMIT = (1 << 20) - 1
+REINIT_QUIESCENT = "mbarrier-reinit-at-phase-boundary"
+PRECEDENT_REINIT = ("NVIDIA CuTe DSL 4.3.5 TmemAllocator with is_two_cta (cutlass/utils/tmem_allocator.py: "
+                    "__new_from_mlir_values__ re-runs __init__, which initialises the dealloc mbarrier again each "
+                    "time the allocator crosses a control-flow region), as used by NVIDIA's 2-CTA Blackwell DSL "
+                    "examples on B200 under that release; 4.8.1 no longer does it")
 
 
 class Mbarrier:
@@ -32,6 +55,7 @@ class Mbarrier:
         # P, or any later chain of mbarrier signals from this CTA that the other thread has waited on
         # (see `release_from`).
         self.init_thread = None  # (warp, lane)
+        self.init_clock = None  # machine clock of the mbarrier.init
         self.fenced = False
         self.fenced_at = None  # machine clock of the fence
         self.published_phase = None
@@ -39,6 +63,9 @@ class Mbarrier:
         # it, or from a thread that had itself observed it): a thread whose wait on this barrier succeeds
         # learns everything up to these times.
         self.release_from = {}
+        # Warp key (CTA rank, warp id) -> latest clock of that warp's actions ordered before a signal that reached
+        # this barrier: a warp whose wait succeeds has observed them (the same chain, per warp, inside a CTA).
+        self.release_warps = {}
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
@@ -75,6 +102,61 @@ class Mbarrier:
         return (self.phase & 1) != (parity & 1)
 
 
+def warp_key(warp) -> tuple:
+    return (warp.cta.rank, warp.warp_id)
+
+
+def merge(into: dict, knowledge: dict) -> None:
+    """Fold `knowledge` (warp key -> clock) into `into`, keeping the latest clock per warp."""
+    for key, clock in knowledge.items():
+        if into.get(key, -1) < clock:
+            into[key] = clock
+
+
+def observe(warp, knowledge: dict) -> None:
+    """`warp` has synchronized with releases carrying `knowledge` (warp key -> clock): it has observed them."""
+    merge(warp.seen, knowledge)
+
+
+def released(warp, now: int) -> dict:
+    """What a release by `warp` at clock `now` carries: its own actions so far and everything it has observed."""
+    return {**warp.seen, warp_key(warp): now}
+
+
+def initialise(cta, offset: int, count: int, warp, lane: int, line: int, now: int, note) -> Mbarrier:
+    """mbarrier.init by `warp`'s `lane` at clock `now` (PTX ISA 9.7.13.15.9): a new object at `offset` of `cta`. The
+    location must not hold a live one (no mbarrier.inval is implemented, so every re-init is of a live object);
+    `note(rule, precedent, detail)` records one at a phase boundary (module docstring)."""
+    old = cta.mbarriers.get(offset)
+    if old is not None and old.init_thread[0] is warp and old.init_clock == now and old.expected == count:
+        return old  # another lane of the same instruction, same count: one initialisation (see module docstring)
+    if old is not None:
+        what = (f"mbarrier.init at shared offset {offset:#x} of CTA rank {cta.rank} re-initialises the live mbarrier "
+                f"initialised at PTX line {old.init_line} (undefined: mbarrier.inval first, PTX ISA 9.7.13.15.9)")
+        if old.pending != old.expected or old.tx:
+            raise Hazard(f"{what} in the middle of phase {old.phase} ({old.expected - old.pending} arrivals, tx-count "
+                         f"{old.tx} already counted): they are lost")
+        note(REINIT_QUIESCENT, PRECEDENT_REINIT, f"{what}, at a phase boundary (phase {old.phase})")
+    bar = cta.mbarriers[offset] = Mbarrier(cta, offset, count, line)
+    bar.init_thread = (warp, lane)
+    bar.init_clock = now
+    return bar
+
+
+def check_use(bar: Mbarrier, warp, what: str) -> None:
+    """`warp` uses `bar` (an arrive, wait, expect-tx, or an asynchronous operation it issues that will signal it):
+    the initialisation must happen-before the use (module docstring)."""
+    if warp.cta is bar.cta:
+        init_warp = bar.init_thread[0]
+        if init_warp is warp or warp.seen.get(warp_key(init_warp), -1) >= bar.init_clock:
+            return
+        raise Hazard(f"{what}: warp {warp.warp_id} of CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} "
+                     f"before its initialisation by warp {init_warp.warp_id} (PTX line {bar.init_line}) is ordered "
+                     f"before the use: no bar.sync, cluster barrier or mbarrier chain from that warp after the init "
+                     f"reaches this one (PTX ISA 9.7.13.15.3: initialised prior to use; 9.7.13.1)")
+    check_remote_use(bar, warp, what)
+
+
 def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
     """A thread of another CTA uses `bar`: its initialisation must have been published to that thread."""
     if warp.cta is bar.cta:
@@ -92,7 +174,7 @@ def check_remote_use(bar: Mbarrier, warp, what: str) -> None:
 
 def note_signal(bar: Mbarrier, warp, now: int) -> None:
     """`warp` signals `bar` (an arrival or complete-tx it issued at clock `now`): a release from its CTA,
-    carrying what it had observed of other CTAs."""
+    carrying what it had observed of other CTAs (and, per warp, of its own)."""
     rel = bar.release_from
     rank = warp.cta.rank
     if rel.get(rank, -1) < now:
@@ -100,6 +182,7 @@ def note_signal(bar: Mbarrier, warp, now: int) -> None:
     for r, t in warp.known.items():
         if rel.get(r, -1) < t:
             rel[r] = t
+    merge(bar.release_warps, released(warp, now))
 
 
 def note_acquire(bar: Mbarrier, warp) -> None:
@@ -107,3 +190,4 @@ def note_acquire(bar: Mbarrier, warp) -> None:
     for r, t in bar.release_from.items():
         if warp.known.get(r, -1) < t:
             warp.known[r] = t
+    observe(warp, bar.release_warps)

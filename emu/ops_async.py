@@ -13,8 +13,9 @@ import numpy as np
 
 from . import tcgen05, tma
 from .isa import BLOCK, family, unsupported
+from .launch import tensor_memory_oversubscribed
 from .machine import AsyncOp
-from .mbarrier import check_remote_use, note_signal
+from .mbarrier import check_use, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
 from .simt import to_bits
@@ -106,13 +107,12 @@ class BulkTensorLoad:
                     sig_cta = t
                 else:
                     sig_cta = mbar_cta
-                if sig_cta is not w.cta:
-                    peer_bar = sig_cta.mbarriers.get(mbar_off)
-                    if peer_bar is None:
-                        raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
-                                     f"which holds no initialised mbarrier")
-                    check_remote_use(peer_bar, w, ins.opcode)
-                    note_signal(peer_bar, w, ex.clock)
+                sig_bar = sig_cta.mbarriers.get(mbar_off)
+                if sig_bar is None:
+                    raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}, "
+                                 f"which holds no initialised mbarrier")
+                check_use(sig_bar, w, ins.opcode)
+                note_signal(sig_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA load {c}", _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off,
@@ -152,6 +152,11 @@ class BulkCopyLoad:
             mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), ins.info["cluster_dst"])
             if mbar_cta is not dst_cta:
                 raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
+            bar = mbar_cta.mbarriers.get(mbar_off)
+            if bar is None:
+                raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {mbar_cta.rank}: no mbarrier")
+            check_use(bar, w, ins.opcode)
+            note_signal(bar, w, ex.clock)
 
             def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
                 _deliver(dst_cta, dst_off, ex.gmem.read(g, nbytes), dst_cta, mbar_off, nbytes, f"bulk copy ({ins.where()})")
@@ -293,6 +298,10 @@ def _tc_alloc(ex, w, ins, mask):
             raise Hazard(f"{ins.opcode}: the pair's warps ask for {ncols} and {peer_cols} columns")
         dsts.append((peer_w.cta, peer_dst))
     taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
+    for cta in _group(w.cta, n):
+        why = tensor_memory_oversubscribed(ex.launch, sum(x.ncols for x in cta.tmem_allocs))
+        if why:
+            raise Hazard(f"{ins.opcode}: {why}")
     for cta, addr in dsts:  # the column address goes to each issuing CTA's shared memory
         owner, off = SharedAddressing.resolve(cta, addr, False)
         smem_write(owner, off, np.array([taddr], np.uint32).view(np.uint8))
@@ -388,7 +397,7 @@ def _tc_commit(ex, w, ins, mask):
             bars.append((tcta, bar))
 
         for _, bar in bars:
-            check_remote_use(bar, w, ins.opcode)
+            check_use(bar, w, ins.opcode)
             note_signal(bar, w, ex.clock)
 
         def run(bars=bars):

@@ -6,6 +6,7 @@ import numpy as np
 from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
 from .machine import ClusterBarrier
+from .mbarrier import merge, observe, released
 from .ptx import Pair
 from .state import Hazard
 
@@ -163,13 +164,16 @@ class NamedBarrierSync:
         bar.arrived += WARP
         if bar.arrived > bar.expected:
             raise Hazard(f"{bar.describe()}: more threads arrived than expected")
+        merge(bar.knowledge, released(w, ex.clock))
         arrive_only = ins.info[1]
         if bar.arrived == bar.expected:
             for other in bar.waiting:
                 other.blocked_on = None
                 other.pc[other.pc_at_block] += 1
+                observe(other, bar.knowledge)
+            observe(w, bar.knowledge)
             bar.waiting.clear()
-            bar.arrived, bar.expected = 0, None
+            bar.arrived, bar.expected, bar.knowledge = 0, None, {}
             w.cta.cluster.progress += 1
             return None
         if arrive_only:
@@ -216,6 +220,7 @@ class ClusterBarrierOp:
                 raise Hazard("barrier.cluster.arrive twice in one phase by the same thread")
             bar.arrived_threads[w] = prev | mask
             w.cluster_arrive_phase = bar.phase
+            merge(bar.knowledge.setdefault(bar.phase, {}), released(w, ex.clock))
             for mb in w.cta.mbarriers.values():  # the release half of publishing an mbarrier's initialisation
                 if mb.fenced and mb.published_phase is None and mb.init_thread[0] is w and mask[mb.init_thread[1]]:
                     mb.published_phase = bar.phase
@@ -224,6 +229,7 @@ class ClusterBarrierOp:
         if getattr(w, "cluster_arrive_phase", None) is None:
             raise Hazard("barrier.cluster.wait without a preceding barrier.cluster.arrive by the same thread")
         if bar.phase > w.cluster_arrive_phase:
+            observe(w, bar.knowledge.get(w.cluster_arrive_phase, {}))
             w.cluster_synced_phase = w.cluster_arrive_phase
             w.cluster_arrive_phase = None
             return None

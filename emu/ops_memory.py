@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import Control, family, unsupported
-from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
+from .machine import role_of
+from .mbarrier import Mbarrier, check_use, initialise, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
@@ -132,7 +133,7 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_remote_use(bar, w, what)
+    check_use(bar, w, what)
     return bar
 
 
@@ -168,8 +169,9 @@ class MbarrierOps:
                 cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), False)
                 if off % 8:
                     raise Hazard(f"mbarrier.init at {off:#x}: not 8-byte aligned")
-                cta.mbarriers[off] = bar = Mbarrier(cta, off, int(counts[lane]), ins.line)
-                bar.init_thread = (w, int(lane))
+                initialise(cta, off, int(counts[lane]), w, int(lane), ins.line, ex.clock,
+                           lambda rule, precedent, detail: ex.note(rule, f"{ins.where()} ({role_of(w.warp_id)})",
+                                                                   precedent, detail))
                 smem_write(cta, off, np.zeros(8, np.uint8))
             return None
         if op in ("arrive", "expect_tx"):
