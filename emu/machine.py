@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
+from .lint import check_kernel
 from .simt import WARP, Warp
 from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
 
@@ -124,6 +125,7 @@ class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
                  completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None):
         decode_kernel(kernel)
+        check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
         self.launch = launch
         self.gmem = gmem

@@ -85,9 +85,15 @@ class LoadStore:
             ex.check_global_access(w, mask, ins.opcode)
         width = 32 if space.startswith("shared") else 64
         esize = type_bits(ty) // 8
+        addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
+        addrs = lane_addresses(ex, w, addr_op, width)
+        misaligned = mask & (addrs % np.uint64(esize * vec) != 0)
+        if misaligned.any():
+            lane = int(np.flatnonzero(misaligned)[0])
+            raise Hazard(f"{ins.opcode}: lane {lane} accesses {esize * vec} bytes at {int(addrs[lane]):#x}, not a multiple "
+                         f"of {esize * vec} (PTX ISA 6.4.1: the address must be naturally aligned to the access size)")
         if ins.base == "ld":
-            dst, src = ins.operands[0], ins.operands[1]
-            addrs = lane_addresses(ex, w, src, width)
+            dst = ins.operands[0]
             regs = dst.items if isinstance(dst, Vec) else (dst,)
             out = [np.zeros(WARP, np.uint64) for _ in regs]
             for lane in np.flatnonzero(mask):
@@ -97,8 +103,7 @@ class LoadStore:
             for r, bits in zip(regs, out):
                 w.write(r, from_bits(bits, ty), ty, mask)
             return
-        dst, src = ins.operands[0], ins.operands[1]
-        addrs = lane_addresses(ex, w, dst, width)
+        src = ins.operands[1]
         items = src.items if isinstance(src, Vec) else (src,)
         vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
         dt = np.dtype(f"<u{esize}")
