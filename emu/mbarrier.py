@@ -28,6 +28,7 @@ pipeline barriers with a whole warp; 4.8.1 elects one lane).
 
 from __future__ import annotations
 
+from .ordering import observed, release_entries
 from .state import Hazard
 
 TX_LIMIT = (1 << 20) - 1
@@ -64,8 +65,10 @@ class Mbarrier:
         # learns everything up to these times.
         self.release_from = {}
         # Warp key (CTA rank, warp id) -> latest clock of that warp's actions ordered before a signal that reached
-        # this barrier: a warp whose wait succeeds has observed them (the same chain, per warp, inside a CTA).
-        self.release_warps = {}
+        # this barrier (and the tcgen05 entries of emu.ordering): those of the phase in progress, and of every
+        # completed phase. A warp whose wait succeeds has observed the completed ones.
+        self.phase_releases = {}
+        self.completed_releases = {}
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
@@ -79,6 +82,8 @@ class Mbarrier:
             self.phase += 1
             self.pending = self.expected
             self.tx = 0
+            merge(self.completed_releases, self.phase_releases)
+            self.phase_releases = {}
         self.version += 1
 
     def arrive(self, count: int = 1, what: str = "mbarrier.arrive") -> int:
@@ -115,12 +120,16 @@ def merge(into: dict, knowledge: dict) -> None:
 
 def observe(warp, knowledge: dict) -> None:
     """`warp` has synchronized with releases carrying `knowledge` (warp key -> clock): it has observed them."""
+    observed(warp, warp.seen, knowledge)
     merge(warp.seen, knowledge)
 
 
 def released(warp, now: int) -> dict:
-    """What a release by `warp` at clock `now` carries: its own actions so far and everything it has observed."""
-    return {**warp.seen, warp_key(warp): now}
+    """What a release by `warp` at clock `now` carries: its own actions so far, everything it has observed, and which
+    of its own tcgen05 operations are ordered before it (emu.ordering.release_entries; another warp's tcgen05
+    issue entries are not forwarded: the fence rules pair a producer with the consumer it synchronizes with)."""
+    forwarded = {k: v for k, v in warp.seen.items() if k[0] not in ("tc", "tcu")}
+    return {**forwarded, warp_key(warp): now, **release_entries(warp, now)}
 
 
 def initialise(cta, offset: int, count: int, warp, lane: int, line: int, now: int, note) -> Mbarrier:
@@ -182,7 +191,7 @@ def note_signal(bar: Mbarrier, warp, now: int) -> None:
     for r, t in warp.known.items():
         if rel.get(r, -1) < t:
             rel[r] = t
-    merge(bar.release_warps, released(warp, now))
+    merge(bar.phase_releases, released(warp, now))
 
 
 def note_acquire(bar: Mbarrier, warp) -> None:
@@ -190,4 +199,4 @@ def note_acquire(bar: Mbarrier, warp) -> None:
     for r, t in bar.release_from.items():
         if warp.known.get(r, -1) < t:
             warp.known[r] = t
-    observe(warp, bar.release_warps)
+    observe(warp, bar.completed_releases)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tcgen05, tma
+from . import ordering, tcgen05, tma
 from .isa import BLOCK, family, unsupported
 from .launch import tensor_memory_oversubscribed
 from .machine import AsyncOp
-from .mbarrier import check_use, note_signal
+from .mbarrier import check_use, merge, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
 from .simt import to_bits
@@ -310,6 +310,7 @@ def _tc_alloc(ex, w, ins, mask):
 
 def _tc_dealloc(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
+    ordering.issued(ex, w, ins, "dealloc")
     n = ins.info[1]
     taddr = int(w.read(ins.operands[0], "u32", ex)[_lane(mask)[0]])
     ncols = int(w.read(ins.operands[1], "u32", ex)[0])
@@ -348,8 +349,10 @@ def _tc_mma(ex, w, ins, mask):
     sfb = lane_addresses(ex, w, sfb_op, 32)
     en = w.read(en_op, "pred", ex)
     group = _group(w.cta, n)
+    ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
+        ordering.mma_issued(w, ordering.mma_footprint(group, args[0], args[4], args[5], args[3]), ex.clock, ins.line)
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
@@ -367,8 +370,13 @@ def _tc_cp(ex, w, ins, mask):
     t = lane_addresses(ex, w, ins.operands[0], 32)
     s = to_bits(w.read(ins.operands[1], "b64", ex), "b64")
     group = _group(w.cta, n)
+    ordering.issued(ex, w, ins, "cp")
     for lane in _lane(mask):
         taddr, sdesc = int(t[lane]), int(s[lane])
+        ordering.cp_issued(ex, w, ins, group, taddr)
+        src = tcgen05.decode_smem_descriptor(sdesc).start_address
+        for cta in group:  # 32 rows x 16 bytes from each CTA's own shared memory (emu.tcgen05 Q4)
+            ordering.async_read(cta, src, 512, f"{ins.opcode} ({ins.where()})")
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
                                          tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
                                          _issuing_queue(w), ins.line))
@@ -396,9 +404,11 @@ def _tc_commit(ex, w, ins, mask):
                 raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x} of CTA rank {tcta.rank}")
             bars.append((tcta, bar))
 
+        ordering.commit(w, ex.clock)
         for _, bar in bars:
             check_use(bar, w, ins.opcode)
             note_signal(bar, w, ex.clock)
+            merge(bar.phase_releases, ordering.commit_entries(w))
 
         def run(bars=bars):
             for tcta, bar in bars:
@@ -453,6 +463,7 @@ def _tc_ld(ex, w, ins, mask):
     first = _lane(mask)[0]
     if (taddr[mask] != taddr[first]).any():
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
+    ordering.issued(ex, w, ins, "ld")
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
@@ -471,8 +482,9 @@ def _tc_wait(ex, w, ins, mask):
 
 
 def _tc_fence(ex, w, ins, mask):
-    # Ordering of tcgen05 operations around thread synchronisation (PTX ISA 9.7.16.6.4): the emulator runs
-    # tcgen05.ld/st synchronously at issue and MMAs in issue order, so these fences have no effect here.
+    # Ordering of tcgen05 operations around thread synchronisation (PTX ISA 9.7.16.6.3): the emulator runs the
+    # operations in one order either way; emu.ordering records which orders the kernel established.
+    ordering.fence(w, ins.info[0], ex.clock)
     return None
 
 
@@ -534,6 +546,7 @@ class BulkTensorStore:
                 raise Hazard(f"{ins.opcode}: the tensor map at {int(tmap_addr[lane]):#x} has rank {tmap.rank}")
             c = [int(x[lane]) for x in coords]
             cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
+            ordering.async_read(cta, off, _tma_store_bytes(tmap), f"{ins.opcode} ({ins.where()})")
             token = _BulkOp()
             pending.setdefault(lane, []).append(token)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", _tma_store_run(ex, tmap, c, cta, off, token, ins),
@@ -541,16 +554,19 @@ class BulkTensorStore:
         return None
 
 
+def _tma_store_bytes(tmap) -> int:
+    """Bytes of shared memory a TMA store of `tmap`'s box reads (rows of the inner box, or of the swizzle span)."""
+    rows = 1
+    for c in tmap.box_counts[1:]:
+        rows *= c
+    return rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
+
+
 def _tma_store_run(ex, tmap, coords, cta, off, token, ins):
     from .state import smem_read
 
     def run():
-        counts = tmap.box_counts
-        rows = 1
-        for c in counts[1:]:
-            rows *= c
-        total = rows * (tmap.swizzle_bytes if tmap.swizzle else tmap.inner_box_bytes)
-        image = smem_read(cta, off, total)
+        image = smem_read(cta, off, _tma_store_bytes(tmap))
 
         def write(addr, data):
             ex.gmem.write(addr, data)

@@ -7,6 +7,7 @@ from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
 from .machine import ClusterBarrier
 from .mbarrier import merge, observe, released
+from .ordering import proxy_fence
 from .ptx import Pair
 from .state import Hazard
 
@@ -255,6 +256,8 @@ class Fence:
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        if ins.info.startswith("fence.proxy.async"):
+            proxy_fence(w)
         if ins.info in ("fence.mbarrier_init.release.cluster", "fence.acq_rel.cluster", "fence.sc.cluster"):
             for bar in w.cta.mbarriers.values():
                 if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:

@@ -5,6 +5,7 @@ import numpy as np
 
 from .isa import Control, family, unsupported
 from .machine import role_of
+from .ordering import generic_write
 from .mbarrier import Mbarrier, check_use, initialise, note_acquire, note_signal
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
@@ -52,6 +53,7 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
     if space.startswith("shared"):
         cta, off = _shared(ex, w, addr, space)
         store_shared(cta, off, data, "store")
+        generic_write(w, cta, off, data.size)
         return
     raise Hazard(f"stores to the {space} space are not implemented")
 
