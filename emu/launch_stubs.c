@@ -64,8 +64,10 @@ char emu_error[4096];
 /* Why the stand-ins refused a call the CUDA runtime would refuse on a B200 (empty: nothing refused). The host
  * code reports the error code in its own words; this keeps the limit that was broken. */
 char emu_refusal[1024];
-int emu_max_dynamic_smem_attr = -1;   /* cudaFuncAttributeMaxDynamicSharedMemorySize as set (-1: never set) */
-int emu_nonportable_cluster_attr = 0; /* cudaFuncAttributeNonPortableClusterSizeAllowed as set */
+/* Function attributes as set; they persist across calls like the kernel's own (the host code sets them once, when it
+ * loads the library), so emu_reset leaves them. */
+int emu_max_dynamic_smem_attr = -1;   /* cudaFuncAttributeMaxDynamicSharedMemorySize (-1: never set) */
+int emu_nonportable_cluster_attr = 0; /* cudaFuncAttributeNonPortableClusterSizeAllowed */
 
 static void emu_note(const char *fmt, long a, long b, long c) {
     if (emu_log_len < EMU_MAX_LOG) {
@@ -80,8 +82,6 @@ void emu_reset(void) {
     emu_error[0] = 0;
     emu_refusal[0] = 0;
     emu_num_attrs = 0;
-    emu_max_dynamic_smem_attr = -1;
-    emu_nonportable_cluster_attr = 0;
     memset(emu_param_bytes, 0, sizeof emu_param_bytes);
 }
 

@@ -25,7 +25,8 @@ tcgen05 memory consistency model (PTX ISA 9.7.16.6):
     Precedent for both: NVIDIA's CuTe DSL pipelines (cutlass/pipeline/sm100.py, 4.3.5 and 4.8.1) emit no tcgen05.fence
     at all: the B200-verified persistent block-scaled GEMM example waits on the accumulator-full barrier and loads
     tensor memory, and its MMA warp waits on the accumulator-empty barrier (released after tcgen05.wait::ld, no
-    before-fence) and issues the next MMAs, exactly as this package's kernel does.
+    before-fence) and issues the next MMAs, exactly as this package's kernel does; gau-nernst's kernels deallocate
+    after their epilogue's loads with no before-fence. Emulated, each of them trips these rules.
 Proxies (PTX ISA 9.7.16.6.5, 9.7.9.25.2 "async proxy"): shared memory written by the generic proxy (st.shared) and
 then read by the async proxy (a TMA store's source, a tcgen05.cp's source) needs fence.proxy.async between them, by
 the writing thread. A read of bytes whose generic write was not followed by such a fence is a Hazard (no
@@ -43,12 +44,17 @@ from .state import Hazard
 MMA_THEN_CP = "tcgen05-mma-then-cp-unordered"
 FENCE_BEFORE = "tcgen05-fence-before-thread-sync-missing"
 FENCE_AFTER = "tcgen05-fence-after-thread-sync-missing"
-PRECEDENT_MMA_CP = ("gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm submission_v2.py (B200-verified: tcgen05.cp of "
-                    "the next k-tile's scales right after the MMAs that read the same columns) and NVIDIA's CuTe DSL "
-                    "dense_blockscaled_gemm_persistent.py (single-buffered scale columns)")
-PRECEDENT_FENCES = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (B200-verified): its PipelineUmmaAsync / "
-                    "PipelineTmaUmma (cutlass/pipeline/sm100.py, DSL 4.3.5 and 4.8.1) emit no tcgen05.fence around "
-                    "the accumulator barriers")
+PRECEDENT_MMA_CP = ("gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm submission_v1b.py and submission_v2.py "
+                    "(B200-verified: tcgen05.cp of the next k-tile's scales right after the MMAs that read the same "
+                    "columns) and NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (single-buffered scale "
+                    "columns); emulated, both trip this rule")
+PRECEDENT_FENCE_AFTER = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (B200-verified): its PipelineUmmaAsync "
+                         "(cutlass/pipeline/sm100.py, DSL 4.3.5 and 4.8.1) emits no tcgen05.fence, so its epilogue "
+                         "loads tensor memory right after the accumulator-full wait; emulated, it trips this rule")
+PRECEDENT_FENCE_BEFORE = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (accumulator-empty arrive after "
+                          "tcgen05.wait::ld, no fence) and gau-nernst's submission_v1b.py / submission_v2.py (tcgen05."
+                          "dealloc after the epilogue warps' loads and a barrier, no fence), all B200-verified; emulated, "
+                          "all trip this rule")
 ASYNC_KINDS = ("mma", "cp", "ld", "st")
 RECENT_MMAS = 256  # MMAs of a CTA remembered for MMA_THEN_CP (older ones have long been observed complete)
 
@@ -124,14 +130,14 @@ def issued(ex, w, ins, kind: str) -> None:
     where = f"{ins.where()} ({_role(w)})"
     if st["pending_unfenced"] is not None:
         rank, wid = st["pending_unfenced"]
-        ex.note(FENCE_BEFORE, where, PRECEDENT_FENCES,
+        ex.note(FENCE_BEFORE, where, PRECEDENT_FENCE_BEFORE,
                 f"issued after acquiring a release by warp {wid} of CTA rank {rank} whose asynchronous tcgen05 "
                 f"operations were not fenced by tcgen05.fence::before_thread_sync (or a commit) ahead of it: PTX ISA "
                 f"9.7.16.6.3 does not order them before this operation (canonical pattern 9.7.16.6.4.4)")
         st["pending_unfenced"] = None
     if kind in ASYNC_KINDS and st["pending_after"] is not None:
         rank, wid = st["pending_after"]
-        ex.note(FENCE_AFTER, where, PRECEDENT_FENCES,
+        ex.note(FENCE_AFTER, where, PRECEDENT_FENCE_AFTER,
                 f"asynchronous tcgen05 operation after acquiring tcgen05 operations of warp {wid} of CTA rank {rank} "
                 f"with no tcgen05.fence::after_thread_sync in between: PTX ISA 9.7.16.6.3 orders it after them only "
                 f"with the fence (canonical patterns 9.7.16.6.4.2-4)")
