@@ -522,11 +522,19 @@ def kernel_resources(art: Path, kernel_name: str) -> dict:
 
 
 def open_host_library(art: Path, ptx: str):
-    """Load the linked host library with the runtime stand-ins primed (parameter sizes from the PTX, B200
-    device attributes and limits, the kernel's registers and static shared memory from its cubin).
-    Returns (lib, kernel_name, params)."""
+    """Load the linked host library with the runtime stand-ins primed (prime_stubs). Returns (lib, kernel_name,
+    params)."""
     lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
     kernel_name, params = entry_params(ptx)
+    prime_stubs(lib, ptx, kernel_resources(art, kernel_name))
+    return lib, kernel_name, params
+
+
+def prime_stubs(lib, ptx: str, resources: dict) -> None:
+    """Set what the runtime stand-ins answer and enforce before a host call: parameter sizes from the PTX, the B200's
+    device attributes and launch limits, the kernel's registers and static shared memory (`resources`, from its
+    cubin) and .reqntid."""
+    _, params = entry_params(ptx)
     lib.emu_reset()
     ctypes.c_int.in_dll(lib, "emu_num_params").value = len(params)
     sizes = (ctypes.c_int * 64).in_dll(lib, "emu_param_sizes")
@@ -535,21 +543,20 @@ def open_host_library(art: Path, ptx: str):
     dev = (ctypes.c_int * 256).in_dll(lib, "emu_device_attr_values")
     for i in range(256):
         dev[i] = B200_DEVICE_ATTRS.get(i, -1)
-    res = kernel_resources(art, kernel_name)
-    kattrs = {**KERNEL_ATTRS, 1: res["static_smem"] or 0, 4: res["registers"] or 0}
+    kattrs = {**KERNEL_ATTRS, 1: resources["static_smem"] or 0, 4: resources["registers"] or 0}
     kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
     for i in range(64):
         kat[i] = kattrs.get(i, -1)
-    ctypes.c_int.in_dll(lib, "emu_kernel_static_smem").value = -1 if res["static_smem"] is None else res["static_smem"]
-    ctypes.c_int.in_dll(lib, "emu_kernel_registers").value = res["registers"] or -1
+    static = resources["static_smem"]
+    ctypes.c_int.in_dll(lib, "emu_kernel_static_smem").value = -1 if static is None else static
+    ctypes.c_int.in_dll(lib, "emu_kernel_registers").value = resources["registers"] or -1
     reqntid = (ctypes.c_uint * 3).in_dll(lib, "emu_kernel_reqntid")
     m = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", ptx)
     for i, v in enumerate(m.groups() if m else (0, 0, 0)):
         reqntid[i] = int(v)
     for key in STUB_LIMITS:
         (ctypes.c_long if key == "grid_x" else ctypes.c_int).in_dll(lib, f"emu_limit_{key}").value = B200_LIMITS[key]
-    lib.resources = res
-    return lib, kernel_name, params
+    lib.resources = resources
 
 
 def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str, printed: str = "") -> dict:

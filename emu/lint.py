@@ -14,7 +14,8 @@ reported together as one Hazard.
                    immediate nCols is a power of 2 in [32, 512] (9.7.16.7.1).
   alignment        the address of a memory access is a multiple of its size (6.4.1 "Addresses as Operands", 5.4.5:
                    "all PTX instructions that access memory require that the address be aligned to a multiple of the
-                   access size"; cp.async.bulk: 16 bytes, 9.7.9.25.4.1; mbarrier objects: 8 bytes, 9.7.13.15.1).
+                   access size"; cp.async.bulk: 16 bytes, 9.7.9.25.4.1; mbarrier objects: 8 bytes, 9.7.13.15.1; a
+                   tensor copy's shared destination: 128 bytes, emu.tma).
                    Statically a violation shows where the base register's alignment is known and the offset breaks
                    it: each register's guaranteed alignment is the minimum over all its definitions (moves of
                    symbols and immediates, add/sub/shl/mul/mad/and/or/cvt/cvta of known values; anything else, 1).
@@ -191,6 +192,10 @@ def _required(ins) -> list:
                                                                              "cp.async.bulk.commit",
                                                                              "cp.async.bulk.wait")):
         return [(op, 16, "a bulk copy (16-byte aligned, PTX ISA 9.7.9.25.4.1)") for op in ops[:2] if isinstance(op, Addr)]
+    if ins.opcode.startswith("cp.async.bulk.tensor") and ops and isinstance(ops[0], Addr) \
+            and ins.parts[5].startswith("shared"):
+        return [(ops[0], 128, "a tensor copy's shared-memory destination (128-byte aligned: emu.tma, measured on an "
+                              "H200: a 16-byte aligned destination faults)")]
     if b == "mbarrier":
         addr = next((op for op in ops if isinstance(op, Addr)), None)
         return [(addr, 8, "an mbarrier object (8-byte aligned, PTX ISA 9.7.13.15.1)")] if addr else []

@@ -2,7 +2,10 @@
 
 Each mutant names the exact line it changes (it must occur exactly once in submission.py, so a
 refactor that moves the line makes the mutant fail loudly instead of silently testing nothing), the
-config and shape that exercise it, and the outcomes that count as caught.
+config and shape that exercise it, and the outcomes that count as caught. `family` groups them by what in the
+emulator catches them: "pipeline" (the first 15: deterministic pipeline accounting and data paths), "launch" (the
+B200's launch limits), "lint" (the kernel-wide static pass), "init" (happens-before of mbarrier initialisation),
+"schedule" (races only large schedule skews expose), "wrap" (bugs only a wrapping ring or accumulator shows).
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ class Mutant:
     config: str
     shape: tuple
     sm_count: int | None = None
-    caught_by: tuple = ("mismatch", "deadlock", "hazard")
+    caught_by: tuple = ("mismatch", "deadlock", "hazard", "launch")
+    family: str = "pipeline"
 
     def source(self, text: str) -> str:
         count = text.count(self.old)
@@ -86,4 +90,40 @@ MUTANTS = (
            'f"@e {mma}.collector::a::lastuse [$0], ad, bd1, id, [$5], [$6], p;\\n"', C2_AC, (256, 256, 512, 1)),
     Mutant("accumulate_not_reset", "accumulator not cleared between tiles",
            "                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)\n", "", C1, (128, 512, 512, 1), sm_count=2),
+    # ---- launch: limits a B200 enforces when it launches (emu.launch B200_LIMITS, the runtime stand-ins)
+    Mutant("smem_over_capacity", "shared memory request above the B200's 232448 bytes per block",
+           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 + 16384  #", C1, (128, 256, 512, 1), family="launch"),
+    Mutant("tmem_oversubscribed", "two co-resident CTAs each holding all 512 tensor-memory columns",
+           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 // 2  #", C1, (128, 256, 512, 1), family="launch"),
+    Mutant("cluster_over_limit", "cluster of more CTAs than a B200 allows (16 non-portable)",
+           "            cluster=(*self.cluster_shape_mn, 1),\n", "            cluster=(*self.cluster_shape_mn, 32),\n",
+           C1, (128, 256, 512, 1), family="launch"),
+    # ---- lint: kernel-wide rules of the PTX ISA (emu.lint)
+    Mutant("mixed_cta_group", "tcgen05 instructions of one kernel with different .cta_group",
+           '    mma = f"tcgen05.mma.cta_group::{cta_group}.kind::mxf4nvf4.block_scale.scale_vec::4X"\n',
+           '    mma = "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X"\n', C2_AC, (256, 256, 512, 1),
+           family="lint"),
+    Mutant("smem_buffers_misaligned", "shared-memory operand buffers aligned to 64 bytes, not 1024",
+           "        align = 1024\n", "        align = 64\n", C1, (128, 256, 512, 1), family="lint"),
+    # ---- init: the mbarrier initialisation ordered before every use (emu.mbarrier, inside a CTA)
+    Mutant("init_not_ordered_1cta", "no synchronisation between mbarrier init and its first use (1 CTA)",
+           "        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)\n", "", C1, (128, 256, 512, 1),
+           family="init"),
+    # ---- schedule: races that need a large skew between roles (emu.machine.POLICIES)
+    Mutant("acc_no_producer_acquire", "MMA overwrites an accumulator stage the epilogue may still read",
+           "                    acc_pipeline.producer_acquire(acc_producer_state)\n", "                    pass\n",
+           C1, (128, 512, 512, 1), family="schedule"),
+    Mutant("ab_refill_without_acquire", "TMA refills ring stages without waiting for the MMA to free them",
+           "                        peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)\n",
+           "                        pass\n", C1, (128, 256, 2048, 1)),
+    Mutant("acc_empty_count_half", "accumulator-empty barrier counts one CTA's epilogue threads in a pair",
+           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)\n",
+           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)\n", C2, (256, 512, 512, 1),
+           family="schedule"),
+    Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
+           "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule"),
+    # ---- wrap: only several tiles per CTA show it (emu.run.default_sm_count)
+    Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",
+           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]",
+           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 0)]", C1, (128, 512, 512, 1), family="wrap"),
 )
