@@ -102,7 +102,11 @@ STUB_LIMITS = ("threads_per_block", "block_x", "block_y", "block_z", "grid_x", "
 
 
 class LaunchError(RuntimeError):
-    """The launch a B200 would refuse, or a compile whose output says "Error:": the kernel never runs."""
+    """The launch a B200 would refuse, or DSL output that says "Error:": the kernel never runs."""
+
+
+class CompileError(LaunchError):
+    """The kernel did not compile (the compile worker failed): it never runs either."""
 
 
 def occupancy(threads: int, registers: int | None, smem_per_block: int) -> int:
@@ -193,7 +197,7 @@ def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag:
                        env=env, capture_output=True, text=True, timeout=900)
     if p.returncode or not (tmp / done_file).exists():
         shutil.rmtree(tmp, ignore_errors=True)
-        raise LaunchError(f"compile worker {Path(worker).name} failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
+        raise CompileError(f"compile worker {Path(worker).name} failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
     (tmp / COMPILE_LOG).write_text(p.stdout + p.stderr)
     try:
         os.replace(tmp, out)

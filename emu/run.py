@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import ptx as ptx_mod
-from .launch import LaunchError, capture_launch, leaderboard_tensors
+from .launch import CompileError, LaunchError, capture_launch, leaderboard_tensors
 from .machine import POLICIES, Deadlock, Machine, Schedule
 from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
 
@@ -84,7 +84,9 @@ class ScheduleRun:
 
 @dataclass
 class EmulationResult:
-    status: str  # "match", "mismatch", "deadlock", "hazard", "unsupported", "launch" (a B200 would not run it)
+    # "match", "mismatch", "deadlock", "hazard", "unsupported", "launch" (a B200 would not launch it), "compile" (it
+    # does not compile)
+    status: str
     config: str
     shape: tuple
     mode: str
@@ -105,10 +107,10 @@ class EmulationResult:
 
     @property
     def verdict(self) -> str:
-        """MATCH, MATCH with notes, MISMATCH, DEADLOCK, HAZARD, UNSUPPORTED or LAUNCH REFUSED."""
+        """MATCH, MATCH with notes, MISMATCH, DEADLOCK, HAZARD, UNSUPPORTED, LAUNCH REFUSED or COMPILE FAILED."""
         if self.status == "match" and self.notes:
             return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
-        return "LAUNCH REFUSED" if self.status == "launch" else self.status.upper()
+        return {"launch": "LAUNCH REFUSED", "compile": "COMPILE FAILED"}.get(self.status, self.status.upper())
 
     @property
     def failed_schedule(self) -> str | None:
@@ -215,8 +217,14 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     try:
         cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
                              host_path=host_path)
+    except CompileError as e:
+        res.status, res.message, res.seconds = "compile", str(e), time.time() - t0
+        return res
     except LaunchError as e:
         res.status, res.message, res.seconds = "launch", str(e), time.time() - t0
+        return res
+    except RuntimeError as e:  # the capture cannot be made here (e.g. a host function this DSL cannot export)
+        res.status, res.message, res.seconds = "unsupported", str(e), time.time() - t0
         return res
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path,
