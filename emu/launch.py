@@ -82,13 +82,15 @@ B200_LIMITS = {
 
 def tensor_memory_oversubscribed(launch, columns: int) -> str | None:
     """Why a CTA of `launch` holding `columns` tensor-memory columns is a problem on a B200, or None: every CTA that
-    can be resident on the same SM (occupancy) holds as many, and the SM has 512 (PTX ISA 9.7.16.1); a
+    can be resident on the same SM (occupancy, at most the grid's CTAs) holds as many, and the SM has 512 (PTX ISA
+    9.7.16.1); a
     tcgen05.alloc beyond that blocks until another CTA frees columns (9.7.16.7.1), so co-resident CTAs serialise,
     or deadlock where one waits for another (a cluster peer, or the previous kernel under programmatic dependent
     launch)."""
     threads = launch.block[0] * launch.block[1] * launch.block[2]
-    resident = occupancy(threads, getattr(launch, "registers", None),
-                         launch.dynamic_smem + (getattr(launch, "static_smem", None) or 0))
+    grid = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    resident = min(grid, occupancy(threads, getattr(launch, "registers", None),
+                                   launch.dynamic_smem + (getattr(launch, "static_smem", None) or 0)))
     if resident * columns <= B200_LIMITS["tmem_columns_per_sm"]:
         return None
     return (f"tensor memory over-subscribed: {resident} CTAs of this launch can be resident on one SM (threads, "

@@ -16,9 +16,10 @@ reported together as one Hazard.
                    "all PTX instructions that access memory require that the address be aligned to a multiple of the
                    access size"; cp.async.bulk: 16 bytes, 9.7.9.25.4.1; mbarrier objects: 8 bytes, 9.7.13.15.1; a
                    tensor copy's shared destination: 128 bytes, emu.tma).
-                   Statically a violation shows where the base register's alignment is known and the offset breaks
-                   it: each register's guaranteed alignment is the minimum over all its definitions (moves of
-                   symbols and immediates, add/sub/shl/mul/mad/and/or/cvt/cvta of known values; anything else, 1).
+                   Statically a violation shows where the PTX pins the address down modulo the access size: each
+                   register's value is tracked as residue modulo a power of two that all its definitions agree on
+                   (moves of symbols and immediates, add/sub/shl/mul/mad/and/cvt/cvta of known values; anything
+                   else, nothing known).
                    The emulator checks every access's actual address at execution too (emu.ops_memory, emu.ops_async).
 """
 from __future__ import annotations
@@ -26,8 +27,6 @@ from __future__ import annotations
 from .ptx import Addr, Imm, Reg, Sink, Sym
 from .state import Hazard
 
-UNKNOWN = 1  # alignment of a value nothing is known about
-ANY = 1 << 32  # alignment of zero (every power of two divides it)
 _TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 
 
@@ -110,9 +109,24 @@ def tmem_pairing_rule(kernel) -> list:
 
 
 # ---------------------------------------------------------------------------------------------- alignment
-def _low_bit(value: int) -> int:
-    value = int(value) & 0xFFFFFFFFFFFFFFFF
-    return ANY if value == 0 else value & -value
+# A register's value as the PTX text pins it down: value = residue (mod modulus), modulus a power of two. Symbols
+# give (their alignment, 0), immediates (EXACT, value); arithmetic combines them; a value nothing is known about is
+# (1, 0). Over several definitions the result is what all of them share.
+EXACT = 1 << 64
+UNKNOWN = (1, 0)
+
+
+def _pow2_dividing(*values: int) -> int:
+    """The largest power of two dividing every value (EXACT for all zeros)."""
+    acc = 0
+    for v in values:
+        acc |= int(v) & (EXACT - 1)
+    return EXACT if acc == 0 else acc & -acc
+
+
+def _join(a: tuple, b: tuple) -> tuple:
+    m = _pow2_dividing(a[0], b[0], a[1] - b[1])
+    return (m, a[1] % m)
 
 
 def _symbol_alignment(kernel, name: str) -> int:
@@ -121,52 +135,64 @@ def _symbol_alignment(kernel, name: str) -> int:
     for p in kernel.params:
         if p.name == name:
             return p.align
-    return UNKNOWN
+    return 1
 
 
-def register_alignments(kernel) -> dict:
-    """Register name -> the power of two its value is guaranteed to be a multiple of, over every definition in the
-    kernel (a fixed point from 'anything', lowered by each definition)."""
+def register_residues(kernel) -> dict:
+    """Register name -> (modulus, residue) every definition in the kernel agrees on: a fixed point that starts from
+    'no constraint yet' (None) and only ever coarsens, so loops (a base plus a stride) settle on what all their
+    iterations share."""
     defs = {}
     for ins in kernel.instrs:
         if ins.operands and isinstance(ins.operands[0], Reg) and ins.base not in ("st", "bra") \
-                and not ins.opcode.startswith(("mbarrier.init", "tcgen05.alloc")):
+                and not ins.opcode.startswith(("mbarrier.init", "tcgen05.alloc", "tcgen05.dealloc")):
             defs.setdefault(ins.operands[0].name, []).append(ins)
-    align = {name: ANY for name in defs}
+    known = dict.fromkeys(defs)
 
-    def of(op) -> int:
+    def of(op):
         if isinstance(op, Imm):
-            return UNKNOWN if op.is_float else _low_bit(op.value)
+            return UNKNOWN if op.is_float else (EXACT, int(op.value) % EXACT)
         if isinstance(op, Reg):
-            return align.get(op.name, UNKNOWN)
+            return known[op.name] if op.name in defs else UNKNOWN
         if isinstance(op, Sym):
-            return _symbol_alignment(kernel, op.name)
+            return (_symbol_alignment(kernel, op.name), 0)
         return UNKNOWN
 
-    def value(ins) -> int:
-        b, ops = ins.base, ins.operands[1:]
+    def value(ins):
+        b, ops = ins.base, [of(op) for op in ins.operands[1:]]
+        if any(v is None for v in ops):
+            return None
         if b in ("mov", "cvta", "cvt") and len(ops) == 1:
-            return of(ops[0])
-        if b in ("add", "sub", "or") and len(ops) == 2:
-            return min(of(ops[0]), of(ops[1]))
-        if b == "and" and len(ops) == 2:
-            return max(of(ops[0]), of(ops[1]))
-        if b == "shl" and len(ops) == 2 and isinstance(ops[1], Imm):
-            return min(of(ops[0]) << int(ops[1].value), ANY)
-        if b == "mul" and "lo" in ins.parts and len(ops) == 2:
-            return min(of(ops[0]) * of(ops[1]), ANY)
-        if b == "mad" and "lo" in ins.parts and len(ops) == 3:
-            return min(of(ops[0]) * of(ops[1]), of(ops[2]), ANY)
+            return ops[0]
+        if b in ("add", "sub") and len(ops) == 2:
+            (ma, ca), (mb, cb) = ops
+            m = min(ma, mb)
+            return (m, (ca + cb if b == "add" else ca - cb) % m)
+        if b == "shl" and len(ops) == 2 and ops[1][0] == EXACT:
+            m = min(ops[0][0] << ops[1][1], EXACT)
+            return (m, (ops[0][1] << ops[1][1]) % m)
+        if b in ("mul", "mad") and "lo" in ins.parts and len(ops) >= 2:
+            m = min(_pow2_dividing(*ops[0]) * _pow2_dividing(*ops[1]), EXACT)  # both factors' alignments multiply
+            if b == "mad":
+                m = min(m, ops[2][0])
+                return (m, ops[2][1] % m)
+            return (m, 0)
+        if b == "and" and len(ops) == 2:  # clears bits: at least as aligned as either operand
+            return (max(_pow2_dividing(*ops[0]), _pow2_dividing(*ops[1])), 0)
         return UNKNOWN
 
     changed = True
     while changed:
         changed = False
         for name, ins_list in defs.items():
-            new = min(value(i) for i in ins_list)
-            if new < align[name]:
-                align[name], changed = new, True
-    return align
+            new = known[name]
+            for i in ins_list:
+                v = value(i)
+                if v is not None:
+                    new = v if new is None else _join(new, v)
+            if new != known[name]:
+                known[name], changed = new, True
+    return {name: UNKNOWN if v is None else v for name, v in known.items()}
 
 
 def _access_size(ins) -> int | None:
@@ -204,19 +230,19 @@ def _required(ins) -> list:
 
 def alignment_rule(kernel) -> list:
     """PTX ISA 6.4.1 / 5.4.5: an address must be a multiple of the access size; flagged where the PTX proves it is not."""
-    align = register_alignments(kernel)
+    known = register_residues(kernel)
     out = []
     for ins in kernel.instrs:
         for addr, need, what in _required(ins):
             if isinstance(addr.base, Reg):
-                base = align.get(addr.base.name, UNKNOWN)
+                mod, res = known.get(addr.base.name, UNKNOWN)
             elif isinstance(addr.base, Sym):
-                base = _symbol_alignment(kernel, addr.base.name)
+                mod, res = _symbol_alignment(kernel, addr.base.name), 0
             else:
-                base = ANY
-            if base >= need and addr.offset % need:
-                out.append(f"[alignment] {ins.where()}: {what} at a base aligned to {min(base, 1 << 20)} bytes plus "
-                           f"offset {addr.offset}: not a multiple of {need} (PTX ISA 6.4.1: the address must be "
+                mod, res = EXACT, 0
+            if mod >= need and (res + addr.offset) % need:
+                out.append(f"[alignment] {ins.where()}: {what} at an address = {(res + addr.offset) % mod} modulo "
+                           f"{min(mod, 1 << 20)}: not a multiple of {need} (PTX ISA 6.4.1: the address must be "
                            f"naturally aligned to the access size)")
     return out
 

@@ -94,7 +94,7 @@ MUTANTS = (
     Mutant("smem_over_capacity", "shared memory request above the B200's 232448 bytes per block",
            "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 + 16384  #", C1, (128, 256, 512, 1), family="launch"),
     Mutant("tmem_oversubscribed", "two co-resident CTAs each holding all 512 tensor-memory columns",
-           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 // 2  #", C1, (128, 256, 512, 1), family="launch"),
+           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 // 2  #", C1, (256, 512, 512, 1), family="launch"),
     Mutant("cluster_over_limit", "cluster of more CTAs than a B200 allows (16 non-portable)",
            "            cluster=(*self.cluster_shape_mn, 1),\n", "            cluster=(*self.cluster_shape_mn, 32),\n",
            C1, (128, 256, 512, 1), family="launch"),

@@ -374,9 +374,9 @@ def _tc_cp(ex, w, ins, mask):
     for lane in _lane(mask):
         taddr, sdesc = int(t[lane]), int(s[lane])
         ordering.cp_issued(ex, w, ins, group, taddr)
-        src = tcgen05.decode_smem_descriptor(sdesc).start_address
-        for cta in group:  # 32 rows x 16 bytes from each CTA's own shared memory (emu.tcgen05 Q4)
-            ordering.async_read(cta, src, 512, f"{ins.opcode} ({ins.where()})")
+        sd = tcgen05.decode_smem_descriptor(sdesc)
+        for cta in group:  # 32 rows x 16 bytes, 8-row groups SBO apart, from each CTA's own shared memory (Q4)
+            ordering.async_read(cta, sd.start_address, 3 * sd.stride_byte_offset + 128, f"{ins.opcode} ({ins.where()})")
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
                                          tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
                                          _issuing_queue(w), ins.line))
