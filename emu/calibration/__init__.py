@@ -6,6 +6,8 @@ Each module is one calibration family, runnable from the repository root as `pyt
   gpu_probes     the GPU probes' own kernels (probes/tma_loads.py, probes/epilogue.py) run in the emulator
   nvidia_example NVIDIA's B200-verified CuTe DSL persistent block-scaled GEMM example
   gau            gau-nernst's B200-verified CUDA + inline-PTX kernels for this problem
+  launch_limits  whether a kernel's 1 KiB of cubin static shared memory counts against the opt-in maximum per block
+                 (the launch stand-ins' rule) on a lent H100/H200
 Public sources are fetched by path at a pinned commit and never copied into this repository.
 The emulator core (emu/*.py) never imports this package.
 """
