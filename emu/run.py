@@ -11,7 +11,7 @@ reference.check_implementation on the tiles those clusters wrote.
 
 The verdict: MATCH only if every schedule matched. By default (schedules=None) DEFAULT_SCHEDULES, one run per
 policy of emu.machine.POLICIES that large skews need (their seeds offset by sched_seed); schedules=N runs N
-schedules cycling through every policy; a list of emu.machine.Schedule runs exactly those. The first schedule
+schedules, the default ones first, then every policy in turn; a list of emu.machine.Schedule runs exactly those. The first schedule
 that fails ends the verdict (stop_at_failure=False runs them all: the mutation table's catch rates).
 Small shapes run by default on a reduced SM count (default_sm_count) so each cluster walks several tiles and
 the shared-memory ring and the accumulator stages wrap.
@@ -47,13 +47,16 @@ TILES_PER_CLUSTER = 4
 
 
 def schedules_for(schedules=None, sched_seed: int = 0) -> list:
-    """The schedules a verdict runs: None -> DEFAULT_SCHEDULES (seeds + sched_seed); an int N -> N schedules cycling
-    through every policy (seeds sched_seed, sched_seed + 1, ...); a list of Schedule or "policy:seed" -> those."""
+    """The schedules a verdict runs: None -> DEFAULT_SCHEDULES (seeds + sched_seed); an int N -> the first N of
+    DEFAULT_SCHEDULES, then (N > 6) starve_warp and every policy in turn, each with the next seed: every policy of
+    POLICIES appears from N = 7 on; a list of Schedule or "policy:seed" -> those."""
     if schedules is None:
         return [Schedule(s.policy, s.seed + sched_seed) for s in DEFAULT_SCHEDULES]
-    if isinstance(schedules, int):
-        policies = list(POLICIES)
-        return [Schedule(policies[i % len(policies)], sched_seed + i) for i in range(schedules)]
+    if isinstance(schedules, int):  # the default verdict's first, then the other policies in turn
+        extra = ["starve_warp"] + list(POLICIES)
+        plan = schedules_for(None, sched_seed)[:schedules]
+        return plan + [Schedule(extra[i % len(extra)], sched_seed + len(DEFAULT_SCHEDULES) + i)
+                       for i in range(schedules - len(plan))]
     return [s if isinstance(s, Schedule) else Schedule.parse(s) for s in schedules]
 
 

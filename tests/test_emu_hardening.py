@@ -353,7 +353,9 @@ def test_schedules_and_small_shape_sm_count():
         Schedule("fastest")
     assert schedules_for(None, 10) == [Schedule(s.policy, s.seed + 10) for s in DEFAULT_SCHEDULES]
     cycle = schedules_for(10)
-    assert len(cycle) == 10 and {s.policy for s in cycle} == set(POLICIES) and len({s.seed for s in cycle}) == 10
+    assert cycle[:6] == schedules_for(None) and len(cycle) == 10  # the default verdict's schedules come first
+    assert {s.policy for s in cycle} == set(POLICIES) and len({s.seed for s in cycle}) == 10
+    assert schedules_for(3) == schedules_for(None)[:3]
     assert schedules_for(["uniform:1", Schedule("late_wake", 2)]) == [Schedule("uniform", 1), Schedule("late_wake", 2)]
     one_cta = SimpleNamespace(cta_tile_mn=(128, 64), cluster_mn=(1, 1))
     pair = SimpleNamespace(cta_tile_mn=(128, 64), cluster_mn=(2, 1))
@@ -489,3 +491,20 @@ def test_correctness_script_takes_the_pointer_launcher_without_tvm_ffi(tmp_path)
                        env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a"})
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["False", "pointer"]
+
+
+@pytest.mark.slow
+def test_correctness_emulated_checks_run_without_tvm_ffi(tmp_path):
+    """The same, end to end: test_correctness.run_emulator_checks compiles, captures and emulates the pointer launcher
+    (one config, one generator, one schedule) with apache-tvm-ffi unimportable, and it matches."""
+    (tmp_path / "tvm_ffi").mkdir()
+    (tmp_path / "tvm_ffi" / "__init__.py").write_text("raise ImportError('apache-tvm-ffi is not installed (simulated)')\n")
+    code = ("import test_correctness as t, submission as s; "
+            "cfg = next(c for c in s.TUNE_SPACE if c.name == 'm128n64_c1x1_e32'); "
+            "print('RESULT', *t.run_emulator_checks([cfg], modes=('strict',), schedules=1))")
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a",
+           "EMU_LAUNCH_CACHE": str(tmp_path / "cache")}
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "pointer fallback" in p.stdout and "PASS  emulated MATCH" in p.stdout
+    assert p.stdout.split("RESULT")[1].split() == ["1", "0"]

@@ -10,8 +10,8 @@ captures its real host-side launch (a launch a B200 would refuse ends there), ru
 clusters in the emulator (emu/) under several schedules, and compares C with reference.py under the
 leaderboard's tolerance after each. The verdict is MATCH only if every schedule matched.
 Schedules: by default emu.run.DEFAULT_SCHEDULES (uniform, producer_first, consumer_first, late_wake,
-slow_async, starve_role; seeds 0-5 shifted by --seed); --schedules N runs N schedules cycling through every
-policy of emu.machine.POLICIES; --schedule POLICY:SEED (repeatable) runs exactly those.
+slow_async, starve_role; seeds 0-5 shifted by --seed); --schedules N runs N schedules, those six first, then
+every policy of emu.machine.POLICIES in turn; --schedule POLICY:SEED (repeatable) runs exactly those.
 Small shapes (at most 32 CTA tiles) run on a reduced SM count unless --sm-count is given, so each cluster
 walks several tiles and the shared-memory ring and accumulator stages wrap.
 Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard, launch refused or unsupported
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="added to every schedule's seed (warp order, async completion "
                                                         "order)")
     ap.add_argument("--schedules", type=int, default=None,
-                    help="run N schedules cycling through every scheduling policy (default: the default verdict's 6)")
+                    help="run N schedules: the default verdict's 6 first, then every scheduling policy in turn")
     ap.add_argument("--schedule", action="append", default=None, metavar="POLICY:SEED",
                     help="run this schedule (repeatable); policies: emu.machine.POLICIES")
     ap.add_argument("--input-seed", type=int, default=1111, help="reference.generate_input seed")
