@@ -115,6 +115,19 @@ class EmulationResult:
             return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
         return {"launch": "LAUNCH REFUSED", "compile": "COMPILE FAILED"}.get(self.status, self.status.upper())
 
+    def note_lines(self) -> list:
+        """One line per note rule: how many places, their PTX lines, the first one's detail and the precedent."""
+        by_rule = {}
+        for note in self.notes:
+            by_rule.setdefault(note.rule, []).append(note)
+        out = []
+        for rule, notes in by_rule.items():
+            lines = [n.where.split(":")[0].replace("PTX line ", "") for n in notes]
+            first = notes[0]
+            out.append(f"note [{rule}] x{len(notes)} at PTX line{'s' if len(notes) > 1 else ''} {', '.join(lines)}: "
+                       f"{first.detail} (precedent: {first.precedent})")
+        return out
+
     @property
     def failed_schedule(self) -> str | None:
         return next((r.schedule for r in self.runs if r.status != "match"), None)

@@ -84,8 +84,8 @@ def main(argv=None) -> int:
                   progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path,
                   schedules=args.schedule if args.schedule else args.schedules)
     print(res.summary())
-    for note in res.notes:
-        print("  " + note.describe())
+    for line in res.note_lines():
+        print("  " + line)
     if res.status != "match":
         print(res.message)
     if args.json:
