@@ -86,7 +86,6 @@ UNIFORM = {"max_quantum": 24, "completion_prob": 0.35, "priority": (), "starve":
 PRIORITY_STRICTNESS = 0.95
 STARVED = 1 << 30  # turn-order class of a starved warp
 STARVED_TURN_PROB = 0.002
-ROLES = ("epilogue", "MMA", "TMA")
 
 
 @dataclass(frozen=True)
