@@ -39,8 +39,9 @@ def test_every_tune_space_config_matches(cfg):
     assert res.stats["mma"] > 0
 
 
+@pytest.mark.slow
 def test_one_config_matches_under_every_policy():
-    """The cheap one: one schedule of each scheduling policy (POLICIES), the default config of a 1-CTA tile."""
+    """One schedule of each scheduling policy (POLICIES), a 1-CTA tile (the policies' unit tests: test_emu_hardening)."""
     res = emulate(128, 256, 512, 1, config_name="m128n64_c1x1_e32", schedules=len(POLICIES))
     assert res.status == "match", res.summary() + "\n" + res.message
     assert sorted(r.schedule.split(":")[0] for r in res.runs) == sorted(POLICIES)
@@ -128,10 +129,11 @@ def test_deadlock_report_names_role_line_and_barrier(tmp_path):
 
 def test_cli_exit_codes(tmp_path):
     ok = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,128,256", "--config", "m128n64_c1x1_e32",
-                         "--json", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True)
+                         "--schedules", "2", "--json", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.startswith("emulated MATCH")
+    assert ok.stdout.startswith("emulated MATCH") and "2/2 schedules" in ok.stdout
     assert '"label": "emulated"' in (tmp_path / "r.json").read_text()
+    assert '"schedule": "producer_first:1"' in (tmp_path / "r.json").read_text()
     bad = next(m for m in MUTANTS if m.name == "swap_b").write(tmp_path)
     mis = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,256,512", "--config", "m128n64_c1x1_e32",
                           "--submission", str(bad)], cwd=REPO, capture_output=True, text=True)
