@@ -37,8 +37,8 @@ OPERANDS = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")
 DATA_INDEX = {"a": 0, "b1": 1, "b2": 2, "sfa": 6, "sfb1": 7, "sfb2": 8, "c": 9}
 
 
-# The default verdict: one schedule per policy that makes a large skew, plus the uniform one (seeds 0-5, shifted by
-# sched_seed). Measured cost on the 2-CPU machine: MEMORY.md "Emulator hardening" (about 6 runs' time).
+# The default verdict: the uniform schedule and one of each policy that makes a large skew (seeds 0-5, shifted by
+# sched_seed). Cost (emulated, 2-CPU machine): 3-5x one schedule (one compile, capture and input set serve all six).
 DEFAULT_SCHEDULES = (Schedule("uniform", 0), Schedule("producer_first", 1), Schedule("consumer_first", 2),
                      Schedule("late_wake", 3), Schedule("slow_async", 4), Schedule("starve_role", 5))
 # Small shapes: at most this many CTA tiles run by default on a reduced SM count, TILES_PER_CLUSTER tiles per cluster.
