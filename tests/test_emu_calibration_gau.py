@@ -34,6 +34,7 @@ def _source_or_skip(version):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "leaderboard"])
 @pytest.mark.parametrize("version", ["v1b", "v2"])
 def test_gau_kernel_matches(version, mode):

@@ -98,6 +98,7 @@ def test_entry_params_parser():
                                                                       ("k_param_2", 12, 4)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".venv" / "dsl435" / ".complete").exists(), reason="needs .venv/dsl435 (tools/setup.sh)")
 def test_capture_under_dsl_435(sub):
     cfg = sub.KernelConfig(mma_tile_mn=(128, 64))

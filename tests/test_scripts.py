@@ -45,6 +45,7 @@ def copy_harness(tmp_path, preflight_source=None):
 # --------------------------------------------------------------------------------------------------
 # test_correctness.py, no GPU
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not (REPO / "tools" / "preflight.py").exists(),
                     reason="tools/preflight.py is absent (the tools worker's sm_100a cross-compile check)")
 def test_correctness_no_gpu_path_passes():

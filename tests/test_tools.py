@@ -407,6 +407,7 @@ def preflight_full(standin):
     return p, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @needs_dsl
 def test_preflight_judges_real_artifacts(preflight_full):
     p, rep = preflight_full
@@ -448,6 +449,7 @@ def test_preflight_quick_passes_and_lint_fails(standin, tmp_path):
     assert p.returncode == 1 and any("stream" in x for x in rep["lint"])
 
 
+@pytest.mark.slow
 @needs_dsl
 def test_tune_dry_run_ranks_and_writes(standin, tmp_path):
     sub = tmp_path / "submission.py"
@@ -545,6 +547,7 @@ def benchmark_callable(fn, m, n, k, l, seed, *, progress=None):
 '''
 
 
+@pytest.mark.slow
 def test_tune_drops_failing_configs_and_writes_the_fastest_correct(tmp_path):
     (tmp_path / "submission.py").write_text(FAKE_SUB)
     (tmp_path / "reference.py").write_text(FAKE_REF)
