@@ -86,6 +86,7 @@ def test_only_what_k_selected_is_reported(suite):
     assert "quick set: 1 slow test in 1 group left out" in out and "test_heavy" not in out.split("left out")[1]
 
 
+@pytest.mark.slow  # collecting the whole suite takes ~8 s; CI (the full suite) is where a change to the markers lands
 def test_the_real_quick_set_touches_every_layer():
     """The issue's contract for `pytest -q`: reference, harness, preflight of one config, the emulator on a 1-CTA,
     a 2-CTA and an A-collector config, a planted bug; and the slow tests exist (the full suite is larger)."""
