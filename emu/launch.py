@@ -16,12 +16,16 @@ Route (no GPU, no CUDA driver):
    (launch attribute cudaLaunchAttributeClusterDimension), dynamic shared memory and the bytes of every
    kernel parameter (sizes from the PTX .entry signature).
 
-Compiled artifacts are cached per (submission bytes, config, sm_count, DSL) under a temp directory
-($EMU_LAUNCH_CACHE or <tmp>/emu_launch_cache), so repeated captures only redo step 3 (milliseconds).
+Compiled artifacts are cached per (submission bytes and those of the local modules it imports, config,
+sm_count, DSL, host path) under a temp directory ($EMU_LAUNCH_CACHE or <tmp>/emu_launch_cache), so repeated
+captures only redo step 3 (milliseconds). The file's location is not part of the key: the worker imports every
+copy under one module name (the kernel's mangled name includes it), so equal copies compile to equal artifacts
+wherever they are (a planted-bug copy in a fresh pytest tmp_path hits the cache of the previous run).
 Needs a C compiler (`cc`, or $CC).
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import dataclasses
@@ -175,6 +179,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache")
 
 
+def source_digest(path, search) -> list:
+    """Digests of what compiling the file at `path` reads from source: its own bytes, then each module it imports
+    that resolves to a file or package in one of the `search` folders (the first folder holding it wins, as on
+    the worker's sys.path). Used in compile-cache keys instead of the path."""
+    path = Path(path)
+    tree = ast.parse(path.read_bytes())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    digest = [("", hashlib.sha256(path.read_bytes()).hexdigest())]
+    for name in sorted(names):
+        for folder in map(Path, search):
+            files = [folder / f"{name}.py"] if (folder / f"{name}.py").is_file() else \
+                sorted((folder / name).rglob("*.py")) if (folder / name / "__init__.py").is_file() else []
+            if files:
+                digest.append((name, [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]))
+                break
+    return digest
+
+
 def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag: str, env: dict | None = None,
                    done_file: str = "meta.json") -> Path:
     """Run a compile worker script (a fresh process per compile: the DSL keeps global state) once per key.
@@ -211,9 +234,8 @@ def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag:
 def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
                       variant: str = "tvm_ffi") -> Path:
     """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
-    src = Path(submission_path).read_bytes()
     fields = _config_fields(config)
-    key = [hashlib.sha256(src).hexdigest(), str(Path(submission_path).resolve()),
+    key = [source_digest(submission_path, (Path(submission_path).resolve().parent, REPO)),
            sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
            installed_dsl() if dsl == "default" else dsl, hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
     job = {"submission": str(Path(submission_path).resolve()), "sm_count": sm_count, "variant": variant,
@@ -268,7 +290,7 @@ def _worker(job_path: str) -> None:
     for p in (str(REPO), str(sub_path.parent)):
         if p not in sys.path:
             sys.path.insert(0, p)
-    name = "emu_submission_" + hashlib.sha256(str(sub_path).encode()).hexdigest()[:12]
+    name = "emu_submission"  # one name for every copy: the artifacts must not depend on where the file is
     spec = importlib.util.spec_from_file_location(name, sub_path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod

@@ -18,6 +18,13 @@ from emu.mutants import MUTANTS  # noqa: E402
 from emu.run import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
+# The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
+# 1-CTA, 2-CTA with the A collector (the benchmark's table config); the other cases are marked slow.
+QUICK = {"m128n64_c1x1_e32", "m256n64_c2x1_e32", "m256n64_c2x1_e32_ac"}
+
+
+def quick_if(case, quick: bool):
+    return pytest.param(*case) if quick else pytest.param(*case, marks=pytest.mark.slow)
 
 
 def small_shape(cfg) -> tuple:
@@ -28,6 +35,8 @@ def small_shape(cfg) -> tuple:
     return (m, n, 512, 1)
 
 
+# The gate: every config under the default verdict (six schedules each), all of it slow; the quick set's emulator
+# runs are the table config's leaderboard run, one several-tiles case, one planted bug and one pointer fallback.
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg", SUB.TUNE_SPACE, ids=lambda c: c.name)
 def test_every_tune_space_config_matches(cfg):
@@ -50,18 +59,15 @@ def test_one_config_matches_under_every_policy():
     assert res.launch["sm_count"] == 1  # a small shape: one CTA walks all four tiles (default_sm_count)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()}))
+@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_leaderboard_generator_on_table_configs(name):
     res = emulate(256, 256, 512, 1, config_name=name, mode="leaderboard", sched_seed=2)
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
-                                       ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
-                                       ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
-                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)])
+@pytest.mark.parametrize("name,seed", [quick_if(case, case[0] == "m128n64_c1x1_e32") for case in [
+    ("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4), ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
+    ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11), ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)]])
 def test_ctas_run_several_tiles(name, seed):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
     stages wrap across tiles."""
@@ -75,8 +81,7 @@ def test_ctas_run_several_tiles(name, seed):
     assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if name.endswith("_ac") else 0)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", [quick_if([m], m.name == "swap_b") for m in MUTANTS], ids=lambda m: m.name)
 def test_planted_bug_is_reported(mutant, tmp_path):
     """By the default verdict (it stops at the first schedule that catches the bug)."""
     path = mutant.write(tmp_path)
@@ -184,8 +189,7 @@ def test_sweep_runs_the_real_test_shapes(tmp_path):
     assert "emulated sweep: 9 of 9 runs match" in proc.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac", "m128n128_c1x1_e32"])
+@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in ["m256n64_c2x1_e32_ac", "m128n128_c1x1_e32"]])
 def test_pointer_fallback_launch_matches(name):
     """custom_kernel's launcher where apache-tvm-ffi is missing (launch_from_pointers): its own device code
     (C's parameter differs from the TVM-FFI compile) and its own host code, captured and emulated."""
@@ -194,8 +198,8 @@ def test_pointer_fallback_launch_matches(name):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
-@pytest.mark.parametrize("dsl", ["default", "4.3.5"])
-@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()}))
+@pytest.mark.parametrize("name,dsl", [quick_if((n, d), n in QUICK and d == "default")
+                                      for d in ["default", "4.3.5"] for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):
     """The pointer fallback (what runs where apache-tvm-ffi is missing, e.g. a DSL 4.3.5 image) compiles to the
     same device code as the TVM-FFI entry the emulator runs, up to the kernel's mangled name: under 4.3.5 its

@@ -75,6 +75,7 @@ def test_correctness_fails_clearly_without_preflight(tmp_path):
     assert "PASS  reference dequant vs float64" in proc.stdout  # the other checks still run
 
 
+@pytest.mark.slow  # the quick set keeps the harness's other failure modes (no preflight, a wrong reference)
 def test_correctness_fails_when_preflight_fails(tmp_path):
     cwd = copy_harness(tmp_path, "import sys\nprint('stub preflight: FAILED')\nsys.exit(3)\n")
     proc = run_script(["test_correctness.py"], cwd=cwd)
