@@ -36,7 +36,8 @@ def small_shape(cfg) -> tuple:
 
 
 # The gate: every config under the default verdict (six schedules each), all of it slow; the quick set's emulator
-# runs are the table config's leaderboard run, one several-tiles case, one planted bug and one pointer fallback.
+# runs are the table config's leaderboard run, one planted bug, one pointer fallback and the cheap CLI / subset /
+# deadlock / launch checks.
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg", SUB.TUNE_SPACE, ids=lambda c: c.name)
 def test_every_tune_space_config_matches(cfg):
@@ -65,9 +66,13 @@ def test_leaderboard_generator_on_table_configs(name):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
-@pytest.mark.parametrize("name,seed", [quick_if(case, case[0] == "m128n64_c1x1_e32") for case in [
-    ("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4), ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
-    ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11), ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)]])
+# All slow: six schedules of 512 MMAs each (about 100 s for one case on the loaded 2-CPU machine). The quick set's
+# default-verdict runs walk several tiles too: small shapes run on a reduced SM count (emu.run.default_sm_count).
+@pytest.mark.slow
+@pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
+                                       ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
+                                       ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
+                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)])
 def test_ctas_run_several_tiles(name, seed):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
     stages wrap across tiles."""

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from emu.mutants import MUTANTS
+
 REPO = Path(__file__).resolve().parents[1]
 
 MODULE_A = '''import pytest
@@ -97,12 +99,13 @@ def test_the_real_quick_set_touches_every_layer():
     modules = {i.split("::")[0] for i in ids}
     assert {"tests/test_reference.py", "tests/test_scripts.py", "tests/test_submission.py"} <= modules
     assert "tests/test_tools.py::test_preflight_quick_passes_and_lint_fails" in ids
-    # the kernel emulated on a 1-CTA and a 2-CTA config, one with the A collector (the TUNE_SPACE gate itself runs six
-    # schedules per config and is slow: tests/test_emu_kernel.py)
-    emulated = ("::test_leaderboard_generator_on_table_configs[", "::test_ctas_run_several_tiles[",
-                "::test_pointer_fallback_launch_matches[")
+    # the kernel emulated on a 1-CTA and a 2-CTA config, one with the A collector, and a planted bug (the TUNE_SPACE
+    # gate itself runs six schedules per config and is slow: tests/test_emu_kernel.py)
+    emulated = ("::test_leaderboard_generator_on_table_configs[", "::test_pointer_fallback_launch_matches[")
     configs = [re.search(r"\[(.*)\]", i).group(1) for i in ids if any(t in i for t in emulated)]
+    planted = [re.search(r"\[(.*)\]", i).group(1) for i in ids if "::test_planted_bug_is_reported[" in i]
+    assert planted
+    configs += [m.config for m in MUTANTS if m.name in planted]
     assert any(c.startswith("m128") for c in configs) and any(c.startswith("m256") for c in configs), configs
     assert any("_ac" in c for c in configs), configs
-    assert any("::test_planted_bug_is_reported[" in i for i in ids)
     assert re.search(r"\d+/\d+ tests collected \((\d+) deselected\)", proc.stdout), proc.stdout[-500:]
