@@ -16,12 +16,17 @@ Route (no GPU, no CUDA driver):
    (launch attribute cudaLaunchAttributeClusterDimension), dynamic shared memory and the bytes of every
    kernel parameter (sizes from the PTX .entry signature).
 
-Compiled artifacts are cached per (submission bytes, config, sm_count, DSL) under a temp directory
-($EMU_LAUNCH_CACHE or <tmp>/emu_launch_cache), so repeated captures only redo step 3 (milliseconds).
+Compiled artifacts are cached per (submission bytes and those of the local modules it imports, config,
+sm_count, DSL, host path) under a temp directory ($EMU_LAUNCH_CACHE or <tmp>/emu_launch_cache), so repeated
+captures only redo step 3 (milliseconds). The file's location is not part of the key: the worker imports every
+copy under one module name (the kernel's mangled name includes it), so equal copies compile to equal artifacts
+wherever they are (a planted-bug copy in a fresh pytest tmp_path hits the cache of the previous run).
 Needs a C compiler (`cc`, or $CC).
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import ctypes
 import dataclasses
 import hashlib
@@ -54,9 +59,73 @@ B200_DEVICE_ATTRS = {
     97: 232448,  # cudaDevAttrMaxSharedMemoryPerBlockOptin
     120: 1,      # cudaDevAttrClusterLaunch
 }
-# CUfunction_attribute ids (cuda.h); values are filled from the PTX where they matter.
+# CUfunction_attribute ids (cuda.h); 1 (static shared memory) and 4 (registers) come from the kernel's cubin.
 KERNEL_ATTRS = {0: 1024, 1: 0, 2: 0, 3: 0, 4: 0, 5: 100, 6: 100, 8: 0}
 CLUSTER_DIM_ATTR = 4  # cudaLaunchAttributeClusterDimension
+
+# What a B200 (sm_100) accepts at launch and keeps resident per SM. Sources: NVIDIA CCCL
+# libcudacxx/include/cuda/__device/arch_traits.h (arch_traits<sm_100>: 1024 threads per block, block dims
+# 1024 x 1024 x 64, grid 2^31-1 x 65535 x 65535, 48 KiB of shared memory per block without opt-in, 228 KiB per SM,
+# 1 KiB reserved per block, so 232448 bytes opt-in per block, static included; 65536 registers per block and per
+# SM, at most 255 per thread; 32 blocks and 2048 threads per SM), the same numbers as the CUDA C++ Programming
+# Guide's "Technical Specifications per Compute Capability" table (10.0); clusters: CUDA C++ Programming Guide,
+# "Thread Block Clusters" (8 CTAs portable; more only with cudaFuncAttributeNonPortableClusterSizeAllowed, up to
+# 16); registers are allocated per warp in units of 256 (the CUDA occupancy calculator's allocation unit for
+# compute capability 9.0 and 10.0; an assumption for the B200). Tensor memory: 512 columns per SM (PTX ISA
+# 9.7.16.1), shared by every CTA resident on it; tcgen05.alloc blocks while the columns are taken (9.7.16.7.1).
+B200_LIMITS = {
+    "threads_per_block": 1024, "block_x": 1024, "block_y": 1024, "block_z": 64,
+    "grid_x": 2**31 - 1, "grid_y": 65535, "grid_z": 65535,
+    "smem_default": 48 * 1024, "smem_optin": 232448, "smem_per_sm": 228 * 1024, "smem_reserved_per_block": 1024,
+    "regs_per_block": 65536, "regs_per_sm": 65536, "reg_unit": 256,
+    "blocks_per_sm": 32, "threads_per_sm": 2048,
+    "cluster_portable": 8, "cluster_nonportable": 16,
+    "tmem_columns_per_sm": 512,
+}
+
+
+def tensor_memory_oversubscribed(launch, columns: int) -> str | None:
+    """Why a CTA of `launch` holding `columns` tensor-memory columns is a problem on a B200, or None: every CTA that
+    can be resident on the same SM (occupancy, at most the grid's CTAs) holds as many, and the SM has 512 (PTX ISA
+    9.7.16.1); a
+    tcgen05.alloc beyond that blocks until another CTA frees columns (9.7.16.7.1), so co-resident CTAs serialise,
+    or deadlock where one waits for another (a cluster peer, or the previous kernel under programmatic dependent
+    launch)."""
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    grid = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    resident = min(grid, occupancy(threads, getattr(launch, "registers", None),
+                                   launch.dynamic_smem + (getattr(launch, "static_smem", None) or 0)))
+    if resident * columns <= B200_LIMITS["tmem_columns_per_sm"]:
+        return None
+    return (f"tensor memory over-subscribed: {resident} CTAs of this launch can be resident on one SM (threads, "
+            f"registers, shared memory) and each holds {columns} columns: {resident * columns} > "
+            f"{B200_LIMITS['tmem_columns_per_sm']} per SM, so tcgen05.alloc blocks until another CTA frees its "
+            f"columns (PTX ISA 9.7.16.7.1): co-resident CTAs serialise or deadlock")
+
+
+STUB_LIMITS = ("threads_per_block", "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "smem_default",
+               "smem_optin", "regs_per_block", "reg_unit", "cluster_portable", "cluster_nonportable")
+
+
+class LaunchError(RuntimeError):
+    """The launch a B200 would refuse, or DSL output that says "Error:": the kernel never runs."""
+
+
+class CompileError(LaunchError):
+    """The kernel did not compile (the compile worker failed): it never runs either."""
+
+
+def occupancy(threads: int, registers: int | None, smem_per_block: int) -> int:
+    """CTAs of one kernel that can be resident on one B200 SM at once (B200_LIMITS), 0 if not even one fits.
+    `smem_per_block`: static + dynamic shared memory (the driver adds its reserved 1 KiB per block)."""
+    lim = B200_LIMITS
+    warps = -(-threads // 32)
+    fits = [lim["blocks_per_sm"], lim["threads_per_sm"] // max(threads, 1),
+            lim["smem_per_sm"] // (smem_per_block + lim["smem_reserved_per_block"])]
+    if registers:
+        per_warp = -(-registers * 32 // lim["reg_unit"]) * lim["reg_unit"]
+        fits.append(lim["regs_per_sm"] // (per_warp * warps))
+    return max(min(fits), 0)
 
 
 @dataclass
@@ -77,6 +146,8 @@ class CapturedLaunch:
     runtime_log: list[str] = field(default_factory=list)
     artifact_dir: str = ""
     timings: dict = field(default_factory=dict)
+    registers: int | None = None  # per thread, from the cubin (None: not known for this capture)
+    static_smem: int | None = None  # bytes of static shared memory, from the cubin
 
 
 
@@ -108,6 +179,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache")
 
 
+def source_digest(path, search) -> list:
+    """Digests of what compiling the file at `path` reads from source: its own bytes, then each module it imports
+    that resolves to a file or package in one of the `search` folders (the first folder holding it wins, as on
+    the worker's sys.path). Used in compile-cache keys instead of the path."""
+    path = Path(path)
+    tree = ast.parse(path.read_bytes())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    digest = [("", hashlib.sha256(path.read_bytes()).hexdigest())]
+    for name in sorted(names):
+        for folder in map(Path, search):
+            files = [folder / f"{name}.py"] if (folder / f"{name}.py").is_file() else \
+                sorted((folder / name).rglob("*.py")) if (folder / name / "__init__.py").is_file() else []
+            if files:
+                digest.append((name, [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]))
+                break
+    return digest
+
+
 def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag: str, env: dict | None = None,
                    done_file: str = "meta.json") -> Path:
     """Run a compile worker script (a fresh process per compile: the DSL keeps global state) once per key.
@@ -132,7 +222,8 @@ def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag:
                        env=env, capture_output=True, text=True, timeout=900)
     if p.returncode or not (tmp / done_file).exists():
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"compile worker {Path(worker).name} failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
+        raise CompileError(f"compile worker {Path(worker).name} failed (rc {p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}")
+    (tmp / COMPILE_LOG).write_text(p.stdout + p.stderr)
     try:
         os.replace(tmp, out)
     except OSError:  # another process won the race: use its copy
@@ -143,9 +234,8 @@ def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag:
 def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
                       variant: str = "tvm_ffi") -> Path:
     """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
-    src = Path(submission_path).read_bytes()
     fields = _config_fields(config)
-    key = [hashlib.sha256(src).hexdigest(), str(Path(submission_path).resolve()),
+    key = [source_digest(submission_path, (Path(submission_path).resolve().parent, REPO)),
            sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
            installed_dsl() if dsl == "default" else dsl, hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
     job = {"submission": str(Path(submission_path).resolve()), "sm_count": sm_count, "variant": variant,
@@ -200,7 +290,7 @@ def _worker(job_path: str) -> None:
     for p in (str(REPO), str(sub_path.parent)):
         if p not in sys.path:
             sys.path.insert(0, p)
-    name = "emu_submission_" + hashlib.sha256(str(sub_path).encode()).hexdigest()[:12]
+    name = "emu_submission"  # one name for every copy: the artifacts must not depend on where the file is
     spec = importlib.util.spec_from_file_location(name, sub_path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -336,6 +426,38 @@ def leaderboard_tensors(m: int, n: int, k: int, l: int) -> dict[str, tuple[tuple
     return out
 
 
+COMPILE_LOG = "compile.log"  # what the compile worker printed (kept: a DSL "Error:" line fails the run)
+
+
+def dsl_errors(text: str) -> list[str]:
+    """The lines of DSL output that report an error ("Error: ..."): the DSL prints some limits it knows are broken
+    (e.g. "launch shared memory exceeds current GPU arch sm_100a allowed") and carries on."""
+    return [line.strip() for line in text.splitlines() if "Error:" in line]
+
+
+@contextlib.contextmanager
+def host_output(lib):
+    """Capture what the exported host code prints (C stdio on file descriptors 1 and 2) while the block runs;
+    the captured text is in the yielded list's first element afterwards."""
+    out = [""]
+    with tempfile.TemporaryFile() as tmp:
+        saved = [os.dup(1), os.dup(2)]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            yield out
+        finally:
+            lib.emu_flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            tmp.seek(0)
+            out[0] = tmp.read().decode(errors="replace")
+
+
 def read_log(lib) -> list[str]:
     n = ctypes.c_int.in_dll(lib, "emu_log_len").value
     buf = (ctypes.c_char * 160 * 256).in_dll(lib, "emu_log")
@@ -362,11 +484,85 @@ def _image_size(lib_data: int) -> int:
     return end
 
 
+EM_CUDA = 190  # ELF e_machine of a cubin
+EIATTR_REGCOUNT = 0x2F  # .nv.info attribute: (symbol index, registers per thread)
+
+
+def _elf_sections(elf: bytes) -> dict:
+    """{section name: (type, file offset, size)} of an ELF64 image."""
+    shoff = int.from_bytes(elf[0x28:0x30], "little")
+    shentsize, shnum, shstrndx = (int.from_bytes(elf[o:o + 2], "little") for o in (0x3A, 0x3C, 0x3E))
+    raw = [elf[shoff + i * shentsize:shoff + (i + 1) * shentsize] for i in range(shnum)]
+    names_off = int.from_bytes(raw[shstrndx][0x18:0x20], "little")
+    out = {}
+    for sh in raw:
+        name_at = names_off + int.from_bytes(sh[0:4], "little")
+        name = elf[name_at:elf.index(b"\0", name_at)].decode()
+        out[name] = (int.from_bytes(sh[4:8], "little"), int.from_bytes(sh[0x18:0x20], "little"),
+                     int.from_bytes(sh[0x20:0x28], "little"))
+    return out
+
+
+def device_elf(art: Path) -> bytes | None:
+    """The kernel's cubin: <art>/kernel.cubin, else the sm_100 ELF embedded (uncompressed) in the host object."""
+    if (art / "kernel.cubin").exists():
+        return (art / "kernel.cubin").read_bytes()
+    obj = (art / "kernel.o").read_bytes() if (art / "kernel.o").exists() else b""
+    at = obj.find(b"\x7fELF", 1)
+    while at > 0:
+        if int.from_bytes(obj[at + 18:at + 20], "little") == EM_CUDA:
+            return obj[at:]
+        at = obj.find(b"\x7fELF", at + 1)
+    return None
+
+
+def cubin_resources(elf: bytes, kernel_name: str) -> dict:
+    """Registers per thread (.nv.info EIATTR_REGCOUNT of the kernel's symbol) and static shared memory (size of
+    .nv.shared.<kernel>) of a cubin: what cuobjdump --dump-resource-usage reports as REG and SHARED."""
+    secs = _elf_sections(elf)
+    _, symoff, symsize = secs[".symtab"]
+    _, stroff, _ = secs[".strtab"]
+    index = None
+    for i in range(symsize // 24):
+        name_at = stroff + int.from_bytes(elf[symoff + 24 * i:symoff + 24 * i + 4], "little")
+        if elf[name_at:elf.index(b"\0", name_at)].decode() == kernel_name:
+            index = i
+    registers = None
+    _, off, size = secs.get(".nv.info", (0, 0, 0))
+    p = off
+    while p < off + size:
+        fmt, attr = elf[p], elf[p + 1]
+        if fmt == 4:  # EIFMT_SVAL: u16 size, payload
+            n = int.from_bytes(elf[p + 2:p + 4], "little")
+            if attr == EIATTR_REGCOUNT and int.from_bytes(elf[p + 4:p + 8], "little") == index:
+                registers = int.from_bytes(elf[p + 8:p + 12], "little")
+            p += 4 + n
+        else:  # EIFMT_HVAL (u16 value), EIFMT_BVAL (u8), EIFMT_NVAL (none): 4 bytes at most, all skipped
+            p += {3: 4, 2: 3}.get(fmt, 2)
+    static = secs.get(f".nv.shared.{kernel_name}", (0, 0, 0))[2]
+    return {"registers": registers, "static_smem": static}
+
+
+def kernel_resources(art: Path, kernel_name: str) -> dict:
+    """cubin_resources of the artifact's kernel; None values where its cubin cannot be found."""
+    elf = device_elf(art)
+    return cubin_resources(elf, kernel_name) if elf else {"registers": None, "static_smem": None}
+
+
 def open_host_library(art: Path, ptx: str):
-    """Load the linked host library with the runtime stand-ins primed (parameter sizes from the PTX, B200
-    device and kernel attributes). Returns (lib, kernel_name, params)."""
+    """Load the linked host library with the runtime stand-ins primed (prime_stubs). Returns (lib, kernel_name,
+    params)."""
     lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
     kernel_name, params = entry_params(ptx)
+    prime_stubs(lib, ptx, kernel_resources(art, kernel_name))
+    return lib, kernel_name, params
+
+
+def prime_stubs(lib, ptx: str, resources: dict) -> None:
+    """Set what the runtime stand-ins answer and enforce before a host call: parameter sizes from the PTX, the B200's
+    device attributes and launch limits, the kernel's registers and static shared memory (`resources`, from its
+    cubin) and .reqntid."""
+    _, params = entry_params(ptx)
     lib.emu_reset()
     ctypes.c_int.in_dll(lib, "emu_num_params").value = len(params)
     sizes = (ctypes.c_int * 64).in_dll(lib, "emu_param_sizes")
@@ -375,16 +571,32 @@ def open_host_library(art: Path, ptx: str):
     dev = (ctypes.c_int * 256).in_dll(lib, "emu_device_attr_values")
     for i in range(256):
         dev[i] = B200_DEVICE_ATTRS.get(i, -1)
+    kattrs = {**KERNEL_ATTRS, 1: resources["static_smem"] or 0, 4: resources["registers"] or 0}
     kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
     for i in range(64):
-        kat[i] = KERNEL_ATTRS.get(i, -1)
-    return lib, kernel_name, params
+        kat[i] = kattrs.get(i, -1)
+    static = resources["static_smem"]
+    ctypes.c_int.in_dll(lib, "emu_kernel_static_smem").value = -1 if static is None else static
+    ctypes.c_int.in_dll(lib, "emu_kernel_registers").value = resources["registers"] or -1
+    reqntid = (ctypes.c_uint * 3).in_dll(lib, "emu_kernel_reqntid")
+    m = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", ptx)
+    for i, v in enumerate(m.groups() if m else (0, 0, 0)):
+        reqntid[i] = int(v)
+    for key in STUB_LIMITS:
+        (ctypes.c_long if key == "grid_x" else ctypes.c_int).in_dll(lib, f"emu_limit_{key}").value = B200_LIMITS[key]
+    lib.resources = resources
 
 
-def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str) -> dict:
-    """What the stand-ins saw after the host code ran once: exactly one launch of the PTX's .entry."""
+def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str, printed: str = "") -> dict:
+    """What the stand-ins saw after the host code ran once: exactly one launch of the PTX's .entry. A launch the
+    B200 would refuse, or host output with a DSL "Error:" line, raises LaunchError."""
     log = read_log(lib)
     err = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_error"))).decode(errors="replace")
+    refusal = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_refusal"))).decode(errors="replace")
+    if refusal:
+        raise LaunchError(f"a B200 refuses this launch: {refusal} ({what} returned {status}; runtime calls: {log})")
+    if dsl_errors(printed):
+        raise LaunchError(f"the DSL's host code reported an error at launch: {' | '.join(dsl_errors(printed))}")
     if status != 0:
         raise RuntimeError(f"{what} returned {status}: {err or '(no error message)'}; runtime calls: {log}")
     launches = ctypes.c_int.in_dll(lib, "emu_launches").value
@@ -416,7 +628,7 @@ def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str)
     return {"kernel_name": recorded_name, "params": params, "blobs": blobs,
             "grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z), "cluster": cluster,
             "dynamic_smem": ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, "attrs": attrs,
-            "cubin": cubin, "log": log}
+            "cubin": cubin, "log": log, **lib.resources}
 
 
 C_ABI_PREFIX = "emu_c"  # export_to_c prefix of the plain C ABI exports (pointer entries)
@@ -446,20 +658,24 @@ def call_host_c_abi(art: Path, ptx: str, prefix: str, args: list) -> dict:
     library_ptr = ctypes.c_void_p(ctypes.addressof(storage))
     ret = ctypes.c_int32(0)
     device_id = ctypes.c_int32(0)
-    for fn_name, packed in ((f"_mlir_{prefix}_cuda_init", (library_ptr, ret)),
-                            (f"_mlir_{prefix}_cuda_load_to_device", (library_ptr, device_id, ret))):
-        fn = getattr(lib, fn_name)
-        fn.restype, fn.argtypes = None, [ctypes.c_void_p]
-        arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
-        fn(ctypes.addressof(arr))
-        if ret.value:
-            raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
-    vals = [v for _, v in args] + [ctypes.c_void_p(0)] * (len(tail) - 1) + [ctypes.c_int32(0)]  # queue, return slot
-    arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-    entry = getattr(lib, m_entry.group(1))
-    entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
-    entry(ctypes.addressof(arr), len(vals))
-    return recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry")
+    with host_output(lib) as printed:
+        for fn_name, packed in ((f"_mlir_{prefix}_cuda_init", (library_ptr, ret)),
+                                (f"_mlir_{prefix}_cuda_load_to_device", (library_ptr, device_id, ret))):
+            fn = getattr(lib, fn_name)
+            fn.restype, fn.argtypes = None, [ctypes.c_void_p]
+            arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
+            fn(ctypes.addressof(arr))
+            if ret.value:
+                break
+        else:
+            vals = [v for _, v in args] + [ctypes.c_void_p(0)] * (len(tail) - 1) + [ctypes.c_int32(0)]  # queue, ret
+            arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+            entry = getattr(lib, m_entry.group(1))
+            entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
+            entry(ctypes.addressof(arr), len(vals))
+    if ret.value:
+        raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
+    return recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry", printed[0])
 
 
 def call_host_pointers(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
@@ -489,8 +705,9 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
     fn = getattr(lib, "__tvm_ffi_" + EXPORT_NAME)
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
-    rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
-    return recorded_launch(lib, kernel_name, params, rc, "the host function")
+    with host_output(lib) as printed:
+        rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
+    return recorded_launch(lib, kernel_name, params, rc, "the host function", printed[0])
 
 
 def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
@@ -513,6 +730,10 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
     if not (art / "kernel.o").exists():
         raise RuntimeError(f"nvidia-cutlass-dsl {meta['dsl_version']} cannot export the {host_path} host function "
                            f"({meta.get('no_host_export')}): its launch cannot be captured under this DSL version")
+    log = art / COMPILE_LOG
+    if log.exists() and dsl_errors(log.read_text()):
+        raise LaunchError(f"the DSL reported an error while compiling {config.name}: "
+                          + " | ".join(dsl_errors(log.read_text())))
     rec = (call_host if host_path == "tvm_ffi" else call_host_pointers)(art, ptx, m, n, k, l, addresses)
     t2 = time.time()
     return CapturedLaunch(
@@ -521,6 +742,7 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
         param_names=[p[0] for p in rec["params"]], param_decls=[p[3] for p in rec["params"]], cubin=rec["cubin"],
         launch_attrs=rec["attrs"], runtime_log=rec["log"], artifact_dir=str(art),
         timings={"compile_s": round(t1 - t0, 3), "call_s": round(t2 - t1, 3), "worker": meta},
+        registers=rec["registers"], static_smem=rec["static_smem"],
     )
 
 

@@ -36,6 +36,16 @@ int emu_num_params = 0;
 int emu_param_sizes[EMU_MAX_PARAMS];
 int emu_device_attr_values[256];      /* cudaDeviceGetAttribute answers, by attribute id (-1: unknown) */
 int emu_kernel_attr_values[64];       /* cuKernelGetAttribute answers, by attribute id (-1: unknown) */
+/* The launched kernel's resources (from its cubin; -1: unknown) and its .reqntid (0: none). */
+int emu_kernel_static_smem = -1;
+int emu_kernel_registers = -1;
+emu_dim3 emu_kernel_reqntid = {0, 0, 0};
+/* B200 (sm_100) limits the launch stand-in enforces (set by emu/launch.py: B200_LIMITS, with its sources). */
+int emu_limit_threads_per_block, emu_limit_block_x, emu_limit_block_y, emu_limit_block_z;
+long emu_limit_grid_x;
+int emu_limit_grid_y, emu_limit_grid_z;
+int emu_limit_smem_default, emu_limit_smem_optin, emu_limit_regs_per_block, emu_limit_reg_unit;
+int emu_limit_cluster_portable, emu_limit_cluster_nonportable;
 
 /* ---- what the stubs record */
 const void *emu_library_data = 0;
@@ -51,6 +61,13 @@ const void *emu_launch_func = 0;
 char emu_log[EMU_MAX_LOG][160];
 int emu_log_len = 0;
 char emu_error[4096];
+/* Why the stand-ins refused a call the CUDA runtime would refuse on a B200 (empty: nothing refused). The host
+ * code reports the error code in its own words; this keeps the limit that was broken. */
+char emu_refusal[1024];
+/* Function attributes as set; they persist across calls like the kernel's own (the host code sets them once, when it
+ * loads the library), so emu_reset leaves them. */
+int emu_max_dynamic_smem_attr = -1;   /* cudaFuncAttributeMaxDynamicSharedMemorySize (-1: never set) */
+int emu_nonportable_cluster_attr = 0; /* cudaFuncAttributeNonPortableClusterSizeAllowed */
 
 static void emu_note(const char *fmt, long a, long b, long c) {
     if (emu_log_len < EMU_MAX_LOG) {
@@ -63,8 +80,100 @@ void emu_reset(void) {
     emu_launches = 0;
     emu_log_len = 0;
     emu_error[0] = 0;
+    emu_refusal[0] = 0;
     emu_num_attrs = 0;
     memset(emu_param_bytes, 0, sizeof emu_param_bytes);
+}
+
+/* C stdio buffers what the exported host code prints (the DSL's own "Error: ..." lines): Python flushes it. */
+void emu_flush(void) { fflush(NULL); }
+
+#define CUDA_ERROR_INVALID_VALUE 1          /* cudaErrorInvalidValue (driver_types.h) */
+#define CUDA_ERROR_INVALID_CONFIGURATION 9  /* cudaErrorInvalidConfiguration */
+#define CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES 701 /* cudaErrorLaunchOutOfResources */
+#define CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES 912 /* cudaErrorClusterOutOfResources */
+#define CUDA_ERROR_INVALID_CLUSTER_SIZE 913 /* cudaErrorInvalidClusterSize */
+#define FUNC_ATTR_MAX_DYNAMIC_SHARED_MEMORY_SIZE 8       /* cudaFuncAttributeMaxDynamicSharedMemorySize */
+#define FUNC_ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14   /* cudaFuncAttributeNonPortableClusterSizeAllowed */
+#define LAUNCH_ATTR_CLUSTER_DIMENSION 4                  /* cudaLaunchAttributeClusterDimension */
+
+static int emu_refuse(int code, const char *fmt, long a, long b, long c, long d) {
+    snprintf(emu_refusal, sizeof emu_refusal, fmt, a, b, c, d);
+    return code;
+}
+
+/* A function attribute as cudaFuncSetAttribute / cudaKernelSetAttributeForDevice apply it: the dynamic shared
+ * memory a kernel may request cannot exceed the opt-in maximum per block less its static shared memory (CUDA
+ * runtime API, cudaFuncSetAttribute: cudaFuncAttributeMaxDynamicSharedMemorySize). */
+static int emu_set_func_attr(int attr, int value) {
+    if (attr == FUNC_ATTR_MAX_DYNAMIC_SHARED_MEMORY_SIZE) {
+        long room = (long)emu_limit_smem_optin - (emu_kernel_static_smem > 0 ? emu_kernel_static_smem : 0);
+        if (value < 0 || value > room)
+            return emu_refuse(CUDA_ERROR_INVALID_VALUE,
+                              "cudaFuncAttributeMaxDynamicSharedMemorySize %ld > %ld bytes (the B200's %ld-byte opt-in "
+                              "maximum per block less %ld bytes of static shared memory)",
+                              value, room, emu_limit_smem_optin, emu_kernel_static_smem > 0 ? emu_kernel_static_smem : 0);
+        emu_max_dynamic_smem_attr = value;
+    } else if (attr == FUNC_ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) {
+        emu_nonportable_cluster_attr = value;
+    }
+    return 0;
+}
+
+/* What the CUDA runtime checks before it launches on a B200; 0 or the error it would return, with the broken
+ * limit in emu_refusal. Limits: emu_limit_* (emu/launch.py B200_LIMITS cites them). */
+static int emu_check_launch(const emu_launch_config *config) {
+    emu_dim3 g = config->grid, b = config->block, c = {1, 1, 1};
+    for (unsigned i = 0; i < config->num_attrs; i++)
+        if (config->attrs[i].id == LAUNCH_ATTR_CLUSTER_DIMENSION) memcpy(&c, config->attrs[i].val, sizeof c);
+    long threads = (long)b.x * b.y * b.z;
+    if (!b.x || !b.y || !b.z || !g.x || !g.y || !g.z)
+        return emu_refuse(CUDA_ERROR_INVALID_CONFIGURATION, "empty grid or block (grid %ld CTAs, block %ld threads)",
+                          (long)g.x * g.y * g.z, threads, 0, 0);
+    if (threads > emu_limit_threads_per_block || b.x > (unsigned)emu_limit_block_x || b.y > (unsigned)emu_limit_block_y
+        || b.z > (unsigned)emu_limit_block_z)
+        return emu_refuse(CUDA_ERROR_INVALID_CONFIGURATION,
+                          "block of %ld threads (%ld x %ld x %ld): above the B200's per-block limits",
+                          threads, b.x, b.y, b.z);
+    if (g.x > emu_limit_grid_x || g.y > (unsigned)emu_limit_grid_y || g.z > (unsigned)emu_limit_grid_z)
+        return emu_refuse(CUDA_ERROR_INVALID_CONFIGURATION, "grid %ld x %ld x %ld exceeds the B200's grid limits",
+                          g.x, g.y, g.z, 0);
+    if (emu_kernel_reqntid.x && (b.x != emu_kernel_reqntid.x || b.y != emu_kernel_reqntid.y || b.z != emu_kernel_reqntid.z))
+        return emu_refuse(CUDA_ERROR_INVALID_VALUE,
+                          "block of %ld threads, but the kernel's .reqntid is %ld x %ld x %ld (PTX ISA 11.4.3: the launch "
+                          "must use exactly that block shape)",
+                          threads, emu_kernel_reqntid.x, emu_kernel_reqntid.y, emu_kernel_reqntid.z);
+    long dyn = (long)config->dynamic_smem, stat = emu_kernel_static_smem > 0 ? emu_kernel_static_smem : 0;
+    long dyn_max = emu_max_dynamic_smem_attr >= 0 ? emu_max_dynamic_smem_attr : emu_limit_smem_default - stat;
+    if (dyn + stat > emu_limit_smem_optin)
+        return emu_refuse(CUDA_ERROR_INVALID_VALUE,
+                          "shared memory per block %ld bytes (dynamic %ld + static %ld) > the B200's %ld",
+                          dyn + stat, dyn, stat, emu_limit_smem_optin);
+    if (dyn > dyn_max)
+        return emu_refuse(CUDA_ERROR_INVALID_VALUE, emu_max_dynamic_smem_attr >= 0
+                          ? "dynamic shared memory %ld bytes > %ld, the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize"
+                          : "dynamic shared memory %ld bytes > %ld: above 48 KiB per block needs "
+                            "cudaFuncAttributeMaxDynamicSharedMemorySize set first",
+                          dyn, dyn_max, 0, 0);
+    if (emu_kernel_registers > 0) {
+        long warps = (threads + 31) / 32;
+        long per_warp = (emu_kernel_registers * 32 + emu_limit_reg_unit - 1) / emu_limit_reg_unit * emu_limit_reg_unit;
+        if (warps * per_warp > emu_limit_regs_per_block)
+            return emu_refuse(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+                              "%ld registers per thread x %ld warps (%ld registers) > the B200's %ld per block",
+                              emu_kernel_registers, warps, warps * per_warp, emu_limit_regs_per_block);
+    }
+    long csize = (long)c.x * c.y * c.z;
+    long cmax = emu_nonportable_cluster_attr ? emu_limit_cluster_nonportable : emu_limit_cluster_portable;
+    if (!c.x || !c.y || !c.z || csize > cmax)
+        return emu_refuse(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                          "cluster of %ld CTAs > %ld (portable limit %ld; up to the non-portable %ld only with "
+                          "cudaFuncAttributeNonPortableClusterSizeAllowed set)",
+                          csize, cmax, emu_limit_cluster_portable, emu_limit_cluster_nonportable);
+    if (g.x % c.x || g.y % c.y || g.z % c.z)
+        return emu_refuse(CUDA_ERROR_INVALID_CLUSTER_SIZE, "grid %ld x %ld x %ld is not a multiple of the cluster shape",
+                          g.x, g.y, g.z, 0);
+    return 0;
 }
 
 /* ---- CUDA runtime stand-ins (the DSL runtime's underscore-prefixed wrappers have the runtime's signatures) */
@@ -106,15 +215,20 @@ int _cudaSetDevice(int device) { emu_note("cudaSetDevice(%ld)", device, 0, 0); r
 
 int _cudaKernelSetAttributeForDevice(void *kernel, int attr, int value, int device) {
     emu_note("cudaKernelSetAttributeForDevice(attr=%ld, value=%ld, device=%ld)", attr, value, device);
-    return 0;
+    return emu_set_func_attr(attr, value);
 }
 
 int _cudaFuncSetAttribute(const void *func, int attr, int value) {
     emu_note("cudaFuncSetAttribute(attr=%ld, value=%ld)", attr, value, 0);
-    return 0;
+    return emu_set_func_attr(attr, value);
 }
 
 int _cudaLaunchKernelEx(const emu_launch_config *config, const void *func, void **args) {
+    int refused = emu_check_launch(config);
+    if (refused) {
+        emu_note("cudaLaunchKernelEx refused: error %ld", refused, 0, 0);
+        return refused;
+    }
     emu_launches++;
     emu_launch_func = func;
     emu_grid = config->grid;

@@ -1,20 +1,26 @@
 """The machine: clusters of CTAs of warps, the seeded scheduler, the asynchronous engine, deadlock reports.
 
-Scheduling is adversarial but reproducible (one seed): the next warp, how many instructions it runs
-before another warp gets a turn, and when each in-flight asynchronous operation (TMA copy, tcgen05
-MMA/copy/commit) completes are all drawn from one random generator. Asynchronous operations take
-effect at completion, not at issue: a TMA load writes shared memory when it completes, an MMA reads
-its shared-memory operands when it executes. So reading a stage before its full barrier completes, or
-refilling a stage an MMA has not consumed yet, changes the result or trips a poison/hazard check.
+Scheduling is adversarial but reproducible (one Schedule: a policy and a seed): the next warp, how many
+instructions it runs before another warp gets a turn, when a waiter whose barrier changed wakes up, and when
+each in-flight asynchronous operation (TMA copy, tcgen05 MMA/copy/commit) completes are all drawn from one
+random generator, shaped by the policy (POLICIES: uniform small skews, one role kept ahead or behind, one warp
+or role starved, waiters woken late so a barrier can complete whole phases while they sleep, asynchronous
+completions long after issue). Asynchronous operations take effect at completion, not at issue: a TMA load
+writes shared memory when it completes, an MMA reads its shared-memory operands when it executes. So reading a
+stage before its full barrier completes, or refilling a stage an MMA has not consumed yet, changes the result
+or trips a poison/hazard check.
 
 Clusters do not communicate (the kernel shares nothing across clusters but disjoint tiles of C), so
 they run one after another; inside a cluster every warp of every CTA interleaves.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
+from .lint import check_kernel
 from .simt import WARP, Warp
 from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
 
@@ -43,6 +49,7 @@ class NamedBarrier:
         self.arrived = 0
         self.waiting = []
         self.generation = 0  # completed phases (emu.ops_async orders TMA-store sources by them)
+        self.knowledge = {}  # what the arrivals of the current phase release (emu.mbarrier.released)
 
     def describe(self) -> str:
         return f"named barrier {self.ident} of CTA{self.cta.rank} ({self.arrived} of {self.expected} threads arrived)"
@@ -55,9 +62,60 @@ class ClusterBarrier:
         self.cluster = cluster
         self.phase = 0
         self.arrived_threads = {}  # warp -> lanes mask arrived in the current phase
+        self.knowledge = {}  # phase -> what its arrivals release (emu.mbarrier.released)
 
     def describe(self) -> str:
         return f"cluster barrier phase {self.phase}"
+
+
+# Scheduling policies: knobs of the seeded scheduler (anything not named keeps the uniform value).
+#   max_quantum      a turn runs 1..max_quantum instructions of one warp
+#   completion_prob  chance per scheduling step that an in-flight asynchronous operation completes (always when no
+#                    warp can run)
+#   priority         roles (role_of) in the order they are preferred: with probability PRIORITY_STRICTNESS the turn
+#                    goes to a runnable warp of the first role that has one
+#   starve           "warp" (one warp of each cluster, drawn from the seed) or "role" (one role, drawn): it runs
+#                    only when no other warp can (or, rarely, STARVED_TURN_PROB of the turns, so it cannot livelock)
+#   wake_prob        chance per step that a warp sleeping in a try_wait whose mbarrier has changed wakes up; below 1,
+#                    the barrier may complete several phases before the waiter looks again (parity ABA)
+POLICIES = {
+    "uniform": {},
+    "producer_first": {"priority": ("TMA", "MMA", "epilogue"), "max_quantum": 96},
+    "consumer_first": {"priority": ("epilogue", "MMA", "TMA"), "max_quantum": 96},
+    "starve_warp": {"starve": "warp"},
+    "starve_role": {"starve": "role"},
+    "late_wake": {"wake_prob": 0.01},
+    "slow_async": {"completion_prob": 0.02},
+}
+UNIFORM = {"max_quantum": 24, "completion_prob": 0.35, "priority": (), "starve": None, "wake_prob": 1.0}
+PRIORITY_STRICTNESS = 0.95
+STARVED = 1 << 30  # turn-order class of a starved warp
+STARVED_TURN_PROB = 0.002
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One reproducible schedule: a policy of POLICIES and the seed of its random generator."""
+
+    policy: str = "uniform"
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown scheduling policy {self.policy!r}; known: {', '.join(POLICIES)}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.policy}:{self.seed}"
+
+    @property
+    def knobs(self) -> dict:
+        return {**UNIFORM, **POLICIES[self.policy]}
+
+    @staticmethod
+    def parse(text: str) -> "Schedule":
+        policy, _, seed = text.partition(":")
+        return Schedule(policy, int(seed or 0))
 
 
 class AsyncOp:
@@ -89,15 +147,21 @@ class Cost:
 
 class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
-                 completion_prob: float = 0.35, progress=None):
+                 completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None):
         decode_kernel(kernel)
+        check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
         self.launch = launch
         self.gmem = gmem
-        self.seed = seed  # 0 is the default schedule; emu.mufu draws tanh.approx errors only under others
-        self.rng = np.random.default_rng(seed)
-        self.max_quantum = max_quantum
-        self.completion_prob = completion_prob
+        self.schedule = schedule or Schedule("uniform", seed)
+        self.seed = self.schedule.seed  # 0 is the default schedule; emu.mufu draws tanh.approx errors only under others
+        knobs = self.schedule.knobs
+        if schedule is None:  # the pre-policy interface: explicit quantum and completion probability
+            knobs.update(max_quantum=max_quantum, completion_prob=completion_prob)
+        self.knobs = knobs
+        self.rng = np.random.default_rng(self.schedule.seed)
+        self.max_quantum = knobs["max_quantum"]
+        self.completion_prob = knobs["completion_prob"]
         self.progress = progress
         self.param_base = self._place_params(launch.params)
         self.grid = tuple(launch.grid)
@@ -316,27 +380,71 @@ class Machine:
             if self.progress:
                 self.progress(n + 1, len(ids))
 
-    def _runnable(self, w) -> bool:
+    def _runnable(self, w, wakeable: list) -> bool:
+        """Whether w can take a turn now. A warp asleep on an mbarrier that has changed since wakes at once under
+        most policies; under a late-wake policy it wakes with probability wake_prob (else it joins `wakeable`)."""
         if w.done or w.blocked_on is not None:
             return False
         if w.sleep_key is not None:
             bar, version = w.sleep_key
             if bar.version == version:
                 return False
+            if self.knobs["wake_prob"] < 1.0 and self.rng.random() >= self.knobs["wake_prob"]:
+                wakeable.append(w)
+                return False
             w.sleep_key = None
         return True
+
+    def _turn_order(self, cl) -> dict:
+        """warp -> class (lower runs first) for the policy's priority and starvation; {} when uniform."""
+        knobs, rng = self.knobs, self.rng
+        warps = [w for cta in cl.ctas for w in cta.warps]
+        order = {}
+        if knobs["priority"]:
+            rank = {role: i for i, role in enumerate(knobs["priority"])}
+            order = {w: rank.get(role_of(w.warp_id), len(rank)) for w in warps}
+        starved = []
+        if knobs["starve"] == "warp":
+            starved = [warps[int(rng.integers(len(warps)))]]
+        elif knobs["starve"] == "role":
+            present = sorted({role_of(w.warp_id) for w in warps})
+            role = present[int(rng.integers(len(present)))]
+            starved = [w for w in warps if role_of(w.warp_id) == role]
+        for w in starved:
+            order[w] = STARVED
+        if order:
+            for w in warps:
+                order.setdefault(w, 0)
+        return order
+
+    def _pick(self, runnable: list, order: dict):
+        rng = self.rng
+        if order:
+            if rng.random() >= STARVED_TURN_PROB:
+                fed = [w for w in runnable if order[w] != STARVED]
+                runnable = fed or runnable
+            if self.knobs["priority"] and rng.random() < PRIORITY_STRICTNESS:
+                best = min(order[w] for w in runnable)
+                runnable = [w for w in runnable if order[w] == best]
+        return runnable[int(rng.integers(len(runnable)))]
 
     def run_cluster(self, cl) -> None:
         warps = [w for cta in cl.ctas for w in cta.warps]
         rng = self.rng
+        order = self._turn_order(cl)
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
-            runnable = [w for w in warps if self._runnable(w)]
+            wakeable = []
+            runnable = [w for w in warps if self._runnable(w, wakeable)]
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
                 ready = self._eligible(cl)
                 if ready:
                     self.complete_one(cl, ready)
                     continue
+            if not runnable and wakeable:  # nothing else can happen: the late wakers wake now
+                for w in wakeable:
+                    w.sleep_key = None
+                continue
             if not runnable:
                 if all(w.done for w in warps):
                     if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
@@ -353,7 +461,7 @@ class Machine:
                         w.sleep_key = None
                     continue
                 raise Deadlock(self.deadlock_report(cl))
-            w = runnable[int(rng.integers(len(runnable)))]
+            w = self._pick(runnable, order)
             self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
         # Operations still in flight when their CTA exited were completed above, in the seeded order, after the exit:
         # each one's delivery checks the CTAs it touches (emu.ops_async: a write into an exited CTA's shared memory, a

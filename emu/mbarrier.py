@@ -7,12 +7,40 @@ the tx-count starts again from zero. The tx-count may go negative within a phase
 before its expect-tx, 9.7.13.15.2), within its range of +-(2^20 - 1).
 try_wait.parity / test_wait.parity (9.7.13.15.16) report whether the phase whose parity is given has
 completed, i.e. whether the current phase's parity differs from it.
+
+Happens-before of the initialisation. The object "must be initialized prior to use" (9.7.13.15.3) and
+mbarrier.init is a plain write to shared memory, so a thread other than the initialising one may use it only
+once the init happens-before that use (PTX ISA 8 "Memory Consistency Model": a synchronization that orders them).
+Within a CTA the emulator tracks, per warp, the latest clock of every other warp's actions it has observed
+(Warp.seen, vector-clock style) through the synchronizations that order memory: bar.sync / barrier.sync (9.7.13.1:
+prior memory accesses of the participating threads are performed relative to all of them), barrier.cluster
+arrive/wait (9.7.13.2) and chains of mbarrier arrive -> completed wait (9.7.13.15.16). A use by another warp that
+has not observed the init's clock violates the rule whatever the emulated interleaving (INIT_UNORDERED). Lanes of
+the initialising warp count as ordered after it (they run in lockstep here; the ISA would ask for a __syncwarp: a
+named leniency). Across CTAs the rule is publication (check_remote_use): fence.mbarrier_init plus a release that
+reaches the other thread (INIT_UNPUBLISHED). Both are Notes, not Hazards, where the instructions report them
+(init_notes): arseni_ivanov's B200-verified kernel creates its pipelines with defer_sync=True and never synchronises,
+so its TMA warp uses mbarriers that warp 0 initialised with nothing ordering the two, in its own CTA and (2-CTA
+kernel) in the peer's (emu.precedents). A use of an mbarrier no thread has initialised yet waits for the init
+(emu.ops_memory.await_uninitialised, the same rule); one never initialised is a deadlock.
+Re-initialising a live object is undefined (9.7.13.15.9: mbarrier.inval first). In the middle of a phase (some
+arrivals or tx-count already counted) it discards them: a Hazard. At a phase boundary (no arrival or tx-count
+counted in the current phase) nothing that was signalled is lost, and hardware-verified code does it
+(emu.precedents.DSL435_TMEM_REINIT): a Note (REINIT_QUIESCENT). Several lanes of one mbarrier.init instruction
+writing the same count to the same object count as one initialisation: they write the same state at the same
+instant (DSL 4.3.5 initialises its pipeline barriers with a whole warp; 4.8.1 elects one lane).
 """
+
 from __future__ import annotations
 
+from . import precedents
+from .ordering import observed, release_entries
 from .state import Hazard
 
 TX_LIMIT = (1 << 20) - 1
+INIT_UNORDERED = "mbarrier-used-before-init"  # inside a CTA: no happens-before from the init to the use
+INIT_UNPUBLISHED = "mbarrier-init-unpublished"  # across CTAs: the init was not published to the user
+REINIT_QUIESCENT = "mbarrier-reinit-at-phase-boundary"
 
 
 class Mbarrier:
@@ -32,6 +60,7 @@ class Mbarrier:
         # P, or any later chain of mbarrier signals from this CTA that the other thread has waited on
         # (see `release_from`).
         self.init_thread = None  # (warp, lane)
+        self.init_clock = None  # machine clock of the mbarrier.init
         self.fenced = False
         self.fenced_at = None  # machine clock of the fence
         self.published_phase = None
@@ -39,6 +68,11 @@ class Mbarrier:
         # it, or from a thread that had itself observed it): a thread whose wait on this barrier succeeds
         # learns everything up to these times.
         self.release_from = {}
+        # Warp key (CTA rank, warp id) -> latest clock of that warp's actions ordered before a signal that reached
+        # this barrier (and the tcgen05 entries of emu.ordering): those of the phase in progress, and of every
+        # completed phase. A warp whose wait succeeds has observed the completed ones.
+        self.phase_releases = {}
+        self.completed_releases = {}
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
 
     def describe(self) -> str:
@@ -52,6 +86,8 @@ class Mbarrier:
             self.phase += 1
             self.pending = self.expected
             self.tx = 0
+            merge(self.completed_releases, self.phase_releases)
+            self.phase_releases = {}
         self.version += 1
 
     def arrive(self, count: int = 1, what: str = "mbarrier.arrive") -> int:
@@ -73,6 +109,78 @@ class Mbarrier:
 
     def phase_complete(self, parity: int) -> bool:
         return (self.phase & 1) != (parity & 1)
+
+
+def warp_key(warp) -> tuple:
+    return (warp.cta.rank, warp.warp_id)
+
+
+def merge(into: dict, knowledge: dict) -> None:
+    """Fold `knowledge` (warp key -> clock) into `into`, keeping the latest clock per warp."""
+    for key, clock in knowledge.items():
+        if into.get(key, -1) < clock:
+            into[key] = clock
+
+
+def observe(warp, knowledge: dict) -> None:
+    """`warp` has synchronized with releases carrying `knowledge` (warp key -> clock): it has observed them."""
+    observed(warp, warp.seen, knowledge)
+    merge(warp.seen, knowledge)
+
+
+def released(warp, now: int) -> dict:
+    """What a release by `warp` at clock `now` carries: its own actions so far, everything it has observed, and which
+    of its own tcgen05 operations are ordered before it (emu.ordering.release_entries; another warp's tcgen05
+    issue entries are not forwarded: the fence rules pair a producer with the consumer it synchronizes with)."""
+    forwarded = {k: v for k, v in warp.seen.items() if k[0] not in ("tc", "tcu")}
+    return {**forwarded, warp_key(warp): now, **release_entries(warp, now)}
+
+
+def initialise(cta, offset: int, count: int, warp, lane: int, line: int, now: int, note) -> Mbarrier:
+    """mbarrier.init by `warp`'s `lane` at clock `now` (PTX ISA 9.7.13.15.9): a new object at `offset` of `cta`. The
+    location must not hold a live one (no mbarrier.inval is implemented, so every re-init is of a live object);
+    `note(rule, precedent, detail)` records one at a phase boundary (module docstring)."""
+    old = cta.mbarriers.get(offset)
+    if old is not None and old.init_thread[0] is warp and old.init_clock == now and old.expected == count:
+        return old  # another lane of the same instruction, same count: one initialisation (see module docstring)
+    if old is not None:
+        what = (f"mbarrier.init at shared offset {offset:#x} of CTA rank {cta.rank} re-initialises the live mbarrier "
+                f"initialised at PTX line {old.init_line} (undefined: mbarrier.inval first, PTX ISA 9.7.13.15.9)")
+        if old.pending != old.expected or old.tx:
+            raise Hazard(f"{what} in the middle of phase {old.phase} ({old.expected - old.pending} arrivals, tx-count "
+                         f"{old.tx} already counted): they are lost")
+        note(REINIT_QUIESCENT, precedents.DSL435_TMEM_REINIT, f"{what}, at a phase boundary (phase {old.phase})")
+    bar = cta.mbarriers[offset] = Mbarrier(cta, offset, count, line)
+    bar.init_thread = (warp, lane)
+    bar.init_clock = now
+    return bar
+
+
+def check_use(bar: Mbarrier, warp, what: str, note=None) -> None:
+    """`warp` uses `bar` (an arrive, wait, expect-tx, or an asynchronous operation it issues that will signal it):
+    the initialisation must happen-before the use (module docstring). A violation raises Hazard, or, when
+    `note(rule, detail)` is given, is recorded through it under INIT_UNORDERED (inside the CTA) or INIT_UNPUBLISHED
+    (across CTAs): a hardware-verified kernel survives both (init_notes)."""
+    if warp.cta is bar.cta:
+        init_warp = bar.init_thread[0]
+        if init_warp is warp or warp.seen.get(warp_key(init_warp), -1) >= bar.init_clock:
+            return
+        msg = (f"{what}: warp {warp.warp_id} of CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} "
+               f"before its initialisation by warp {init_warp.warp_id} (PTX line {bar.init_line}) is ordered "
+               f"before the use: no bar.sync, cluster barrier or mbarrier chain from that warp after the init "
+               f"reaches this one (PTX ISA 9.7.13.15.3: initialised prior to use; 9.7.13.1)")
+        if note is None:
+            raise Hazard(msg)
+        note(INIT_UNORDERED, msg)
+        return
+    check_remote_use(bar, warp, what, None if note is None else lambda detail: note(INIT_UNPUBLISHED, detail))
+
+
+def init_notes(ex, where: str):
+    """The `note` of check_use for machine `ex`: a Note filed at `where` under the rule's hardware-verified precedent
+    (arseni_ivanov's kernel never synchronises its mbarrier inits with their users, in its CTA or across the pair)."""
+    precedent = {INIT_UNORDERED: precedents.ARSENI_INIT_UNORDERED, INIT_UNPUBLISHED: precedents.ARSENI_INIT_UNPUBLISHED}
+    return lambda rule, detail: ex.note(rule, where, precedent[rule], detail)
 
 
 def check_remote_use(bar: Mbarrier, warp, what: str, note=None) -> None:
@@ -97,7 +205,7 @@ def check_remote_use(bar: Mbarrier, warp, what: str, note=None) -> None:
 
 def note_signal(bar: Mbarrier, warp, now: int) -> None:
     """`warp` signals `bar` (an arrival or complete-tx it issued at clock `now`): a release from its CTA,
-    carrying what it had observed of other CTAs."""
+    carrying what it had observed of other CTAs (and, per warp, of its own)."""
     rel = bar.release_from
     rank = warp.cta.rank
     if rel.get(rank, -1) < now:
@@ -105,6 +213,7 @@ def note_signal(bar: Mbarrier, warp, now: int) -> None:
     for r, t in warp.known.items():
         if rel.get(r, -1) < t:
             rel[r] = t
+    merge(bar.phase_releases, released(warp, now))
 
 
 def note_acquire(bar: Mbarrier, warp) -> None:
@@ -112,3 +221,4 @@ def note_acquire(bar: Mbarrier, warp) -> None:
     for r, t in bar.release_from.items():
         if warp.known.get(r, -1) < t:
             warp.known[r] = t
+    observe(warp, bar.completed_releases)

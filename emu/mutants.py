@@ -2,7 +2,10 @@
 
 Each mutant names the exact line it changes (it must occur exactly once in submission.py, so a
 refactor that moves the line makes the mutant fail loudly instead of silently testing nothing), the
-config and shape that exercise it, and the outcomes that count as caught.
+config and shape that exercise it, and the outcomes that count as caught. `family` groups them by what in the
+emulator catches them: "pipeline" (the first 15: deterministic pipeline accounting and data paths), "launch" (the
+B200's launch limits), "lint" (the kernel-wide static pass), "init" (happens-before of mbarrier initialisation),
+"schedule" (races only large schedule skews expose), "wrap" (bugs only a wrapping ring or accumulator shows).
 """
 from __future__ import annotations
 
@@ -21,11 +24,14 @@ class Mutant:
     config: str
     shape: tuple
     sm_count: int | None = None
-    caught_by: tuple = ("mismatch", "deadlock", "hazard")  # statuses, or "note:RULE" for a Note (emu.state.Note)
+    # statuses, or "note:RULE" for a Note (emu.state.Note) under that rule
+    caught_by: tuple = ("mismatch", "deadlock", "hazard", "launch")
+    family: str = "pipeline"
 
     def caught(self, result) -> bool:
         """Reported: a failing status, or a Note whose rule the mutant names (a model violation that hardware-verified
-        kernels survive is a Note, not a failure: the planted bug still shows, under its rule)."""
+        kernels survive is a Note, not a failure: the planted bug still shows, under its rule). `result`: an
+        emu.run.EmulationResult or one schedule's emu.run.ScheduleRun."""
         return result.status in self.caught_by or any(f"note:{n.rule}" in self.caught_by for n in result.notes)
 
     def source(self, text: str) -> str:
@@ -94,4 +100,115 @@ MUTANTS = (
            'f"@e {mma}.collector::a::lastuse [$0], ad, bd1, id, [$5], [$6], p;\\n"', C2_AC, (256, 256, 512, 1)),
     Mutant("accumulate_not_reset", "accumulator not cleared between tiles",
            "                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)\n", "", C1, (128, 512, 512, 1), sm_count=2),
+    # ---- launch: limits a B200 enforces when it launches (emu.launch B200_LIMITS, the runtime stand-ins)
+    Mutant("smem_over_capacity", "shared memory request above the B200's 232448 bytes per block",
+           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 + 16384  #", C1, (128, 256, 512, 1), family="launch"),
+    Mutant("tmem_oversubscribed", "two co-resident CTAs each holding all 512 tensor-memory columns",
+           "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 // 2  #", C1, (256, 512, 512, 1), family="launch"),
+    Mutant("cluster_over_limit", "cluster of more CTAs than a B200 allows (16 non-portable)",
+           "            cluster=(*self.cluster_shape_mn, 1),\n", "            cluster=(*self.cluster_shape_mn, 32),\n",
+           C1, (128, 256, 512, 1), family="launch"),
+    # ---- lint: kernel-wide rules of the PTX ISA (emu.lint)
+    Mutant("mixed_cta_group", "tcgen05 instructions of one kernel with different .cta_group",
+           '    mma = f"tcgen05.mma.cta_group::{cta_group}.kind::mxf4nvf4.block_scale.scale_vec::4X"\n',
+           '    mma = "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X"\n', C2_AC, (256, 256, 512, 1),
+           family="lint"),
+    Mutant("smem_buffers_misaligned", "shared-memory operand buffers aligned to 64 bytes, not 1024",
+           "        align = 1024\n", "        align = 64\n", C1, (128, 256, 512, 1), family="lint"),
+    # ---- init: the mbarrier initialisation ordered before every use (emu.mbarrier, inside a CTA). arseni_ivanov's
+    # B200-verified kernel never synchronises its inits either (issue 17), so the unordered use is a Note under its rule.
+    Mutant("init_not_ordered_1cta", "no synchronisation between mbarrier init and its first use (1 CTA)",
+           "        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)\n", "", C1, (128, 256, 512, 1),
+           caught_by=("mismatch", "deadlock", "hazard", "launch", "note:mbarrier-used-before-init"), family="init"),
+    # ---- schedule: races that need a large skew between roles (emu.machine.POLICIES)
+    Mutant("acc_no_producer_acquire", "MMA overwrites an accumulator stage the epilogue may still read",
+           "                    acc_pipeline.producer_acquire(acc_producer_state)\n", "                    pass\n",
+           C1, (128, 512, 512, 1), family="schedule"),
+    Mutant("ab_refill_without_acquire", "TMA refills ring stages without waiting for the MMA to free them",
+           "                        peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)\n",
+           "                        pass\n", C1, (128, 256, 2048, 1)),
+    Mutant("acc_empty_count_half", "accumulator-empty barrier counts one CTA's epilogue threads in a pair",
+           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)\n",
+           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)\n", C2, (256, 512, 512, 1),
+           family="schedule"),
+    Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
+           "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule"),
+    # ---- wrap: only several tiles per CTA show it (emu.run.default_sm_count)
+    Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",
+           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]",
+           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 0)]", C1, (128, 512, 512, 1), family="wrap"),
 )
+
+
+def catch_table(schedules: int = 10, names=None, progress=print) -> list:
+    """Run each mutant (or those named) over `schedules` schedules (emu.run.schedules_for: the default verdict's
+    first) with every schedule run to its end; one row per mutant."""
+    import tempfile
+    import time
+
+    from .run import DEFAULT_SCHEDULES, emulate
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in MUTANTS:
+            if names and m.name not in names:
+                continue
+            t0 = time.time()
+            res = emulate(*m.shape, config_name=m.config, submission=m.write(Path(tmp)), sm_count=m.sm_count,
+                          schedules=schedules, stop_at_failure=False)
+            # per schedule: its status, "note" where a match carries a Note the mutant names; launch/compile: before
+            # any run
+            statuses = ["note" if r.status == "match" and m.caught(r) else r.status for r in res.runs] \
+                or [res.status] * schedules
+            hits = [m.caught(r) for r in res.runs] or [m.caught(res)] * schedules
+            default = statuses[:len(DEFAULT_SCHEDULES)]
+            first = next((i for i, hit in enumerate(hits[:len(DEFAULT_SCHEDULES)]) if hit), None)
+            row = {"name": m.name, "family": m.family, "kind": m.kind, "config": m.config, "shape": m.shape,
+                   "caught": sum(hits), "schedules": len(statuses),
+                   "default_verdict": None if first is None else f"{default[first]} at {res.schedules[first]}",
+                   "statuses": statuses, "schedule_names": res.schedules, "message": res.message[:300],
+                   "seconds": round(time.time() - t0, 1)}
+            rows.append(row)
+            if progress:
+                progress(f"{m.name}: {row['caught']}/{row['schedules']} caught, default verdict: "
+                         f"{row['default_verdict'] or 'NOT CAUGHT'} ({row['seconds']} s)")
+    return rows
+
+
+def markdown(rows: list) -> str:
+    """The catch-rate table (MEMORY.md)."""
+    letter = {"match": ".", "note": "N", "mismatch": "M", "deadlock": "D", "hazard": "H", "launch": "L",
+              "compile": "C", "unsupported": "U"}
+    out = ["| mutant | family | bug | default verdict | caught over schedules | per schedule |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['name']} | {r['family']} | {r['kind']} | {r['default_verdict'] or 'not caught'} | "
+                   f"{r['caught']}/{r['schedules']} | {''.join(letter.get(s, '?') for s in r['statuses'])} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    """python -m emu.mutants [--schedules N] [--names a,b] [--json PATH]: the catch-rate table (emulated)."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="Catch rate of every planted bug over N schedules (emulated).")
+    ap.add_argument("--schedules", type=int, default=10)
+    ap.add_argument("--names", default=None, help="comma-separated mutant names (default: all)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = catch_table(args.schedules, args.names.split(",") if args.names else None)
+    print(markdown(rows))
+    print("per schedule: . match, N match with the mutant's note, M mismatch, D deadlock, H hazard, L launch refused; "
+          "schedules in order: "
+          + ", ".join(rows[0]["schedule_names"]) if rows and rows[0]["schedule_names"] else "")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1))
+    return 0 if all(r["default_verdict"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import precedents, tcgen05, tma
+from . import ordering, precedents, tcgen05, tma
 from .isa import BLOCK, family, unsupported
+from .launch import tensor_memory_oversubscribed
 from .machine import AsyncOp, Cost
-from .mbarrier import check_remote_use, note_signal
+from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
 from .simt import to_bits
@@ -106,13 +107,15 @@ class BulkTensorLoad:
                     sig_cta = t
                 else:
                     sig_cta = mbar_cta
-                if sig_cta is not w.cta:
-                    peer_bar = sig_cta.mbarriers.get(mbar_off)
-                    if peer_bar is None:
-                        unseen.append(sig_cta)  # initialised later or never: settled when the copy lands (below)
-                    else:
-                        check_remote_use(peer_bar, w, ins.opcode, note=_unpublished_note(ex, ins))
-                        note_signal(peer_bar, w, ex.clock)
+                sig_bar = sig_cta.mbarriers.get(mbar_off)
+                if sig_bar is None:
+                    if sig_cta is w.cta:
+                        raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of its own CTA (rank "
+                                     f"{sig_cta.rank}), which holds no initialised mbarrier")
+                    unseen.append(sig_cta)  # initialised later or never: settled when the copy lands (below)
+                else:
+                    check_use(sig_bar, w, ins.opcode, note=init_notes(ex, ins.site()))
+                    note_signal(sig_bar, w, ex.clock)
                 signals.append(sig_cta)
             nbytes = tma.box_bytes(tmap)
             run = _tma_run(ex, tmap, c, targets, dst_off, signals, mbar_off, nbytes, ins)
@@ -134,10 +137,6 @@ def _allocation_of(ex, addr: int):
         return None
 
 
-def _unpublished_note(ex, ins):
-    return lambda detail: ex.note("mbarrier-init-unpublished", ins.site(), precedents.ARSENI_INIT_UNPUBLISHED, detail)
-
-
 def _initialised(ctas: list, offset: int):
     if not ctas:
         return None
@@ -152,8 +151,9 @@ def _settle_unseen(ex, ins, w, ctas: list, offset: int, run):
     def settle_then_run():
         for cta in ctas:
             bar = cta.mbarriers[offset]
-            _unpublished_note(ex, ins)(f"{ins.opcode} by CTA rank {w.cta.rank} signals the mbarrier at {offset:#x} of "
-                                       f"CTA rank {cta.rank}, which was not yet initialised when the copy was issued")
+            init_notes(ex, ins.site())(INIT_UNPUBLISHED, f"{ins.opcode} by CTA rank {w.cta.rank} signals the mbarrier "
+                                                         f"at {offset:#x} of CTA rank {cta.rank}, which was not yet "
+                                                         "initialised when the copy was issued")
             note_signal(bar, w, issued)
         run()
 
@@ -193,6 +193,11 @@ class BulkCopyLoad:
             mbar_cta, mbar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), ins.info["cluster_dst"])
             if mbar_cta is not dst_cta:
                 raise Hazard(f"{ins.opcode}: the mbarrier must be in the destination CTA (PTX ISA 9.7.9.25.4.1)")
+            bar = mbar_cta.mbarriers.get(mbar_off)
+            if bar is None:
+                raise Hazard(f"{ins.opcode}: signals shared offset {mbar_off:#x} of CTA rank {mbar_cta.rank}: no mbarrier")
+            check_use(bar, w, ins.opcode, note=init_notes(ex, ins.site()))
+            note_signal(bar, w, ex.clock)
 
             def run(dst_cta=dst_cta, dst_off=dst_off, g=g, nbytes=nbytes, mbar_off=mbar_off):
                 data, outside = ex.gmem.read_or_poison(g, nbytes)
@@ -274,6 +279,7 @@ class CpAsyncMbarrierArrive:
             bar = cta.mbarriers.get(off)
             if bar is None:
                 raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x}")
+            check_use(bar, w, ins.opcode, note=init_notes(ex, ins.site()))
             if not ins.info:
                 bar.pending += 1
             note_signal(bar, w, ex.clock)
@@ -441,6 +447,10 @@ def _tc_alloc(ex, w, ins, mask):
             raise Hazard(f"{ins.opcode}: the pair's warps ask for {ncols} and {peer_cols} columns")
         dsts.append((peer_w.cta, peer_dst))
     taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
+    for cta in _group(w.cta, n):
+        why = tensor_memory_oversubscribed(ex.launch, sum(x.ncols for x in cta.tmem_allocs))
+        if why:
+            raise Hazard(f"{ins.opcode}: {why}")
     for cta, addr in dsts:  # the column address goes to each issuing CTA's shared memory
         owner, off = SharedAddressing.resolve(cta, addr, False)
         smem_write(owner, off, np.array([taddr], np.uint32).view(np.uint8))
@@ -449,6 +459,7 @@ def _tc_alloc(ex, w, ins, mask):
 
 def _tc_dealloc(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
+    ordering.issued(ex, w, ins, "dealloc")
     n = ins.info[1]
     taddr = int(w.read(ins.operands[0], "u32", ex)[_lane(mask)[0]])
     ncols = int(w.read(ins.operands[1], "u32", ex)[0])
@@ -487,8 +498,10 @@ def _tc_mma(ex, w, ins, mask):
     sfb = lane_addresses(ex, w, sfb_op, 32)
     en = w.read(en_op, "pred", ex)
     group = _group(w.cta, n)
+    ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
+        ordering.mma_issued(w, ordering.mma_footprint(group, args[0], args[4], args[5], args[3]), ex.clock, ins.line)
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
@@ -516,8 +529,13 @@ def _tc_cp(ex, w, ins, mask):
     t = lane_addresses(ex, w, ins.operands[0], 32)
     s = to_bits(w.read(ins.operands[1], "b64", ex), "b64")
     group = _group(w.cta, n)
+    ordering.issued(ex, w, ins, "cp")
     for lane in _lane(mask):
         taddr, sdesc = int(t[lane]), int(s[lane])
+        ordering.cp_issued(ex, w, ins, group, taddr)
+        sd = tcgen05.decode_smem_descriptor(sdesc)
+        for cta in group:  # 32 rows x 16 bytes, 8-row groups SBO apart, from each CTA's own shared memory (Q4)
+            ordering.async_read(cta, sd.start_address, 3 * sd.stride_byte_offset + 128, f"{ins.opcode} ({ins.where()})")
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
                                          tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
                                          _issuing_queue(w), ins.line, Cost("cp", 32 * 16, dests=group)))
@@ -545,9 +563,11 @@ def _tc_commit(ex, w, ins, mask):
                 raise Hazard(f"{ins.opcode}: no mbarrier at shared offset {off:#x} of CTA rank {tcta.rank}")
             bars.append((tcta, bar))
 
+        ordering.commit(w, ex.clock)
         for _, bar in bars:
-            check_remote_use(bar, w, ins.opcode, note=_unpublished_note(ex, ins))
+            check_use(bar, w, ins.opcode, note=init_notes(ex, ins.site()))
             note_signal(bar, w, ex.clock)
+            merge(bar.phase_releases, ordering.commit_entries(w))
 
         def run(bars=bars):
             for tcta, bar in bars:
@@ -605,6 +625,7 @@ def _tc_ld(ex, w, ins, mask):
                 f"warp {w.warp_id} gives lane field {lane_field}, which names quadrant {lane_field >> 5}; it reads "
                 f"lanes {lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
         ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
+    ordering.issued(ex, w, ins, "ld")
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
@@ -623,8 +644,9 @@ def _tc_wait(ex, w, ins, mask):
 
 
 def _tc_fence(ex, w, ins, mask):
-    # Ordering of tcgen05 operations around thread synchronisation (PTX ISA 9.7.16.6.4): the emulator runs
-    # tcgen05.ld/st synchronously at issue and MMAs in issue order, so these fences have no effect here.
+    # Ordering of tcgen05 operations around thread synchronisation (PTX ISA 9.7.16.6.3): the emulator runs the
+    # operations in one order either way; emu.ordering records which orders the kernel established.
+    ordering.fence(w, ins.info[0], ex.clock)
     return None
 
 
@@ -695,6 +717,7 @@ class BulkTensorStore:
 
 
 def _store_box_bytes(tmap) -> int:
+    """Bytes of shared memory a TMA store of `tmap`'s box reads (rows of the inner box, or of the swizzle span)."""
     rows = 1
     for c in tmap.box_counts[1:]:
         rows *= c
@@ -728,7 +751,7 @@ class _StoreSource:
         self.read = False
         self.restore_pending = False
         cta.__dict__.setdefault("store_sources", []).append(self)
-        unfenced = generic_writes_unfenced(cta, off, self.hi)
+        unfenced = ordering.unfenced_writers(cta, off, self.hi)
         if unfenced:
             ex.note("bulk-store-without-proxy-fence", ins.site(), precedents.ARSENI_C_STORE,
                     f"the TMA store's source [{off:#x}, {self.hi:#x}) holds bytes written by generic stores of warps "
@@ -798,20 +821,9 @@ def _joined(w) -> set:
     return w.__dict__.get("barriers_joined", set())
 
 
-def generic_writes_unfenced(cta, lo: int, hi: int) -> set:
-    """Warps with generic stores into [lo, hi) of cta's shared memory that no fence.proxy.async of theirs followed."""
-    log = cta.__dict__.get("unfenced_writes", {})
-    return {w.warp_id for w, ranges in log.items() if any(a < hi and lo < b for a, b in ranges)}
-
-
 def on_shared_write(ex, w, cta, off: int, nbytes: int):
-    """Called by generic stores to shared memory before they write: the TMA-store sources they touch (_StoreSource)
-    and the unfenced-write log the proxy-fence rule reads (emptied by the warp's fence.proxy.async)."""
-    ranges = cta.__dict__.setdefault("unfenced_writes", {}).setdefault(w, [])
-    if ranges and ranges[-1][1] == off:
-        ranges[-1] = (ranges[-1][0], off + nbytes)
-    else:
-        ranges.append((off, off + nbytes))
+    """Called by generic stores to shared memory before they write: the TMA-store sources they touch (_StoreSource).
+    (The unfenced-write log the proxy-fence rules read is emu.ordering's: generic_write, proxy_fence.)"""
     sources = cta.__dict__.get("store_sources")
     if sources:
         sources[:] = [x for x in sources if not (x.read and not x.restore_pending and x.epoch_over())]

@@ -6,6 +6,8 @@ import numpy as np
 from .isa import BLOCK, JUMPED, family, unsupported
 from .simt import WARP
 from .machine import EXIT_CHECKS, ClusterBarrier
+from .mbarrier import merge, observe, released
+from .ordering import proxy_fence
 from .ptx import Imm, Pair
 from .state import Hazard, Unsupported
 
@@ -164,13 +166,16 @@ class NamedBarrierSync:
         w.__dict__.setdefault("barriers_joined", set()).add(ident)
         if bar.arrived > bar.expected:
             raise Hazard(f"{bar.describe()}: more threads arrived than expected")
+        merge(bar.knowledge, released(w, ex.clock))
         arrive_only = ins.info[1]
         if bar.arrived == bar.expected:
             for other in bar.waiting:
                 other.blocked_on = None
                 other.pc[other.pc_at_block] += 1
+                observe(other, bar.knowledge)
+            observe(w, bar.knowledge)
             bar.waiting.clear()
-            bar.arrived, bar.expected = 0, None
+            bar.arrived, bar.expected, bar.knowledge = 0, None, {}
             bar.generation += 1
             w.cta.cluster.progress += 1
             return None
@@ -218,6 +223,7 @@ class ClusterBarrierOp:
                 raise Hazard("barrier.cluster.arrive twice in one phase by the same thread")
             bar.arrived_threads[w] = prev | mask
             w.cluster_arrive_phase = bar.phase
+            merge(bar.knowledge.setdefault(bar.phase, {}), released(w, ex.clock))
             for mb in w.cta.mbarriers.values():  # the release half of publishing an mbarrier's initialisation
                 if mb.fenced and mb.published_phase is None and mb.init_thread[0] is w and mask[mb.init_thread[1]]:
                     mb.published_phase = bar.phase
@@ -226,6 +232,7 @@ class ClusterBarrierOp:
         if getattr(w, "cluster_arrive_phase", None) is None:
             raise Hazard("barrier.cluster.wait without a preceding barrier.cluster.arrive by the same thread")
         if bar.phase > w.cluster_arrive_phase:
+            observe(w, bar.knowledge.get(w.cluster_arrive_phase, {}))
             w.cluster_synced_phase = w.cluster_arrive_phase
             w.cluster_arrive_phase = None
             return None
@@ -277,8 +284,8 @@ class Fence:
     def execute(ex, w, ins, mask):
         if ins.info.startswith("fence.proxy.async"):
             # the warp's generic writes to shared memory so far are ordered before its later async-proxy operations
-            # (PTX ISA 9.7.13.4, proxy fences): the TMA-store rule of emu.ops_async stops counting them
-            w.cta.__dict__.get("unfenced_writes", {}).pop(w, None)
+            # (PTX ISA 9.7.13.4, proxy fences): emu.ordering stops counting them (TMA-store sources, tcgen05.cp)
+            proxy_fence(w)
         if ins.info in ("fence.mbarrier_init.release.cluster", "fence.acq_rel.cluster", "fence.sc.cluster"):
             for bar in w.cta.mbarriers.values():
                 if bar.init_thread is not None and bar.init_thread[0] is w and mask[bar.init_thread[1]]:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import precedents
 from .isa import BLOCK, Control, family, unsupported
-from .mbarrier import Mbarrier, check_remote_use, note_acquire, note_signal
+from .machine import role_of
+from .mbarrier import INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal
+from .ordering import generic_write
 from .ptx import Addr, Sink, Sym, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
@@ -55,6 +56,7 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
         cta, off = _shared(ex, w, addr, space)
         on_shared_write(ex, w, cta, off, data.size)
         store_shared(cta, off, data, "store")
+        generic_write(w, cta, off, data.size)
         return
     raise Hazard(f"stores to the {space} space are not implemented")
 
@@ -93,9 +95,15 @@ class LoadStore:
             ex.check_global_access(w, mask, ins.opcode)
         width = 32 if space.startswith("shared") else 64
         esize = type_bits(ty) // 8
+        addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
+        addrs = lane_addresses(ex, w, addr_op, width)
+        misaligned = mask & (addrs % np.uint64(esize * vec) != 0)
+        if misaligned.any():
+            lane = int(np.flatnonzero(misaligned)[0])
+            raise Hazard(f"{ins.opcode}: lane {lane} accesses {esize * vec} bytes at {int(addrs[lane]):#x}, not a multiple "
+                         f"of {esize * vec} (PTX ISA 6.4.1: the address must be naturally aligned to the access size)")
         if ins.base == "ld":
-            dst, src = ins.operands[0], ins.operands[1]
-            addrs = lane_addresses(ex, w, src, width)
+            dst = ins.operands[0]
             regs = dst.items if isinstance(dst, Vec) else (dst,)
             out = [np.zeros(WARP, np.uint64) for _ in regs]
             for lane in np.flatnonzero(mask):
@@ -105,8 +113,7 @@ class LoadStore:
             for r, bits in zip(regs, out):
                 w.write(r, from_bits(bits, ty), ty, mask)
             return
-        dst, src = ins.operands[0], ins.operands[1]
-        addrs = lane_addresses(ex, w, dst, width)
+        src = ins.operands[1]
         items = src.items if isinstance(src, Vec) else (src,)
         vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
         dt = np.dtype(f"<u{esize}")
@@ -205,9 +212,9 @@ def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
     for lane in lanes:
         cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), cluster_scope)
         if off not in cta.mbarriers:
-            ex.note("mbarrier-used-before-init", ins.site(), precedents.ARSENI_INIT_UNPUBLISHED,
-                    f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at {off:#x} of CTA rank {cta.rank} "
-                    "before any thread initialised it (no barrier orders the init before this use)")
+            init_notes(ex, ins.site())(INIT_UNORDERED, f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at "
+                                                       f"{off:#x} of CTA rank {cta.rank} before any thread initialised "
+                                                       "it (no barrier orders the init before this use)")
             w.blocked_on = AwaitInit(cta, off)
             cta.__dict__.setdefault("awaiting_init", {}).setdefault(off, []).append(w)
             return True
@@ -221,9 +228,7 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_remote_use(bar, w, what, note=lambda detail: ex.note("mbarrier-init-unpublished",
-                                                                 f"PTX line {w.last_line} ({what})",
-                                                                 precedents.ARSENI_INIT_UNPUBLISHED, detail))
+    check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
     return bar
 
 
@@ -259,8 +264,9 @@ class MbarrierOps:
                 cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), False)
                 if off % 8:
                     raise Hazard(f"mbarrier.init at {off:#x}: not 8-byte aligned")
-                cta.mbarriers[off] = bar = Mbarrier(cta, off, int(counts[lane]), ins.line)
-                bar.init_thread = (w, int(lane))
+                initialise(cta, off, int(counts[lane]), w, int(lane), ins.line, ex.clock,
+                           lambda rule, precedent, detail: ex.note(rule, f"{ins.where()} ({role_of(w.warp_id)})",
+                                                                   precedent, detail))
                 smem_write(cta, off, np.zeros(8, np.uint8))
                 for waiter in cta.__dict__.get("awaiting_init", {}).pop(off, []):
                     waiter.blocked_on = None

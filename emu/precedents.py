@@ -7,6 +7,8 @@ GAU_V2 = "gau-nernst/gpu-mode-kernels@aee9cda nvidia/nvfp4_dual_gemm/submission_
 
 ARSENI_INIT_UNPUBLISHED = (ARSENI + ": its 2-CTA kernel fences the mbarrier inits but never publishes them with a "
                            "cluster barrier before the peer CTA's TMA loads signal them")
+ARSENI_INIT_UNORDERED = (ARSENI + ": its pipelines are created with defer_sync=True and never synchronised, so its TMA "
+                         "warp waits on and signals mbarriers that warp 0 initialised with no barrier between the two")
 NOVUS_SHORT_K = NOVUS + " on the test shape 256x512x256: it loads all 4 pipeline stages though K/256 = 1"
 TMEM_LANE_FROM_WARP = (NOVUS + " (lane field 0 or 16 from every epilogue warp) and " + GAU_V2
                        + " (the odd CTA of a pair at lane field 128 + 32w + 16m)")
@@ -15,3 +17,18 @@ ARSENI_C_STORE = (ARSENI + ": its epilogue writes the C tile to shared memory fr
 ARSENI_TMEM_COLUMNS = (ARSENI + ": its 1-CTA 128x128 kernels allocate 256 tensor-memory columns and use 304 (two "
                        "128-column accumulators, then the SFA, SFB1, SFB2 columns); one CTA per SM, so nothing else "
                        "allocates them")
+DSL435_TMEM_REINIT = ("NVIDIA CuTe DSL 4.3.5 TmemAllocator with is_two_cta (cutlass/utils/tmem_allocator.py: "
+                      "__new_from_mlir_values__ re-runs __init__, which initialises the dealloc mbarrier again each "
+                      "time the allocator crosses a control-flow region), as used by NVIDIA's 2-CTA Blackwell DSL "
+                      "examples on B200 under that release; 4.8.1 no longer does it")
+TCGEN05_MMA_THEN_CP = ("gau-nernst/gpu-mode-kernels nvidia/nvfp4_dual_gemm submission_v1b.py and submission_v2.py "
+                       "(B200-verified: tcgen05.cp of the next k-tile's scales right after the MMAs that read the same "
+                       "columns) and NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (single-buffered scale "
+                       "columns); emulated, both trip this rule")
+TCGEN05_FENCE_AFTER = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (B200-verified): its PipelineUmmaAsync "
+                       "(cutlass/pipeline/sm100.py, DSL 4.3.5 and 4.8.1) emits no tcgen05.fence, so its epilogue "
+                       "loads tensor memory right after the accumulator-full wait; emulated, it trips this rule")
+TCGEN05_FENCE_BEFORE = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (accumulator-empty arrive after "
+                        "tcgen05.wait::ld, no fence) and gau-nernst's submission_v1b.py / submission_v2.py (tcgen05."
+                        "dealloc after the epilogue warps' loads and a barrier, no fence), all B200-verified; emulated, "
+                        "all trip this rule")

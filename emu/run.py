@@ -1,12 +1,20 @@
 """Run the kernel of a submission file in the emulator on reference inputs and compare with reference.py.
 
     result = emulate(m, n, k, l, config_name=None, mode="strict", seed=1111, sched_seed=0,
-                     submission="submission.py", clusters="all")
+                     submission="submission.py", clusters="all", schedules=None)
 
 Flow: reference.generate_input (CPU) -> the tensors' bytes in emulated global memory (C poisoned NaN)
 -> emu.launch.capture_launch (the submission's real host code: grid, cluster, shared memory, parameter
-bytes with the TMA descriptors it encoded for these addresses) -> emu.machine.Machine runs every warp of
-the chosen clusters -> C read back -> reference.check_implementation on the tiles those clusters wrote.
+bytes with the TMA descriptors it encoded for these addresses; a launch a B200 refuses ends here) -> for each
+schedule of the verdict, emu.machine.Machine runs every warp of the chosen clusters -> C read back ->
+reference.check_implementation on the tiles those clusters wrote.
+
+The verdict: MATCH only if every schedule matched. By default (schedules=None) DEFAULT_SCHEDULES, one run per
+policy of emu.machine.POLICIES that large skews need (their seeds offset by sched_seed); schedules=N runs N
+schedules, the default ones first, then every policy in turn; a list of emu.machine.Schedule runs exactly those. The first schedule
+that fails ends the verdict (stop_at_failure=False runs them all: the mutation table's catch rates).
+Small shapes run by default on a reduced SM count (default_sm_count) so each cluster walks several tiles and
+the shared-memory ring and the accumulator stages wrap.
 """
 from __future__ import annotations
 
@@ -20,8 +28,8 @@ import numpy as np
 import torch
 
 from . import ptx as ptx_mod
-from .launch import capture_launch, leaderboard_tensors
-from .machine import Deadlock, Machine
+from .launch import CompileError, LaunchError, capture_launch, leaderboard_tensors
+from .machine import POLICIES, Deadlock, Machine, Schedule
 from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,9 +37,59 @@ OPERANDS = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")
 DATA_INDEX = {"a": 0, "b1": 1, "b2": 2, "sfa": 6, "sfb1": 7, "sfb2": 8, "c": 9}
 
 
+# The default verdict: the uniform schedule and one of each policy that makes a large skew (seeds 0-5, shifted by
+# sched_seed). Cost (emulated, 2-CPU machine): 3-5x one schedule (one compile, capture and input set serve all six).
+DEFAULT_SCHEDULES = (Schedule("uniform", 0), Schedule("producer_first", 1), Schedule("consumer_first", 2),
+                     Schedule("late_wake", 3), Schedule("slow_async", 4), Schedule("starve_role", 5))
+# Small shapes: at most this many CTA tiles run by default on a reduced SM count, TILES_PER_CLUSTER tiles per cluster.
+SMALL_SHAPE_TILES = 32
+TILES_PER_CLUSTER = 4
+
+
+def schedules_for(schedules=None, sched_seed: int = 0) -> list:
+    """The schedules a verdict runs: None -> DEFAULT_SCHEDULES (seeds + sched_seed); an int N -> the first N of
+    DEFAULT_SCHEDULES, then (N > 6) starve_warp and every policy in turn, each with the next seed: every policy of
+    POLICIES appears from N = 7 on; a list of Schedule or "policy:seed" -> those."""
+    if schedules is None:
+        return [Schedule(s.policy, s.seed + sched_seed) for s in DEFAULT_SCHEDULES]
+    if isinstance(schedules, int):  # the default verdict's first, then the other policies in turn
+        extra = ["starve_warp"] + list(POLICIES)
+        plan = schedules_for(None, sched_seed)[:schedules]
+        return plan + [Schedule(extra[i % len(extra)], sched_seed + len(DEFAULT_SCHEDULES) + i)
+                       for i in range(schedules - len(plan))]
+    return [s if isinstance(s, Schedule) else Schedule.parse(s) for s in schedules]
+
+
+def default_sm_count(config, m: int, n: int, l: int) -> int | None:
+    """For a small problem (at most SMALL_SHAPE_TILES CTA tiles): the SM count that leaves each cluster about
+    TILES_PER_CLUSTER tiles, so persistent CTAs wrap their shared-memory ring and accumulator stages; None (the
+    B200's 148) for larger problems."""
+    tm, tn = config.cta_tile_mn
+    ctas = config.cluster_mn[0] * config.cluster_mn[1]
+    tiles = (m // tm) * (n // tn) * l
+    if tiles > SMALL_SHAPE_TILES:
+        return None
+    clusters = -(-tiles // ctas)
+    return ctas * max(1, clusters // TILES_PER_CLUSTER)
+
+
+@dataclass
+class ScheduleRun:
+    """One schedule's outcome within a verdict."""
+
+    schedule: str
+    status: str  # "match", "mismatch", "deadlock", "hazard", "unsupported"
+    message: str = ""
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+
 @dataclass
 class EmulationResult:
-    status: str  # "match", "mismatch", "deadlock", "hazard", "unsupported"
+    # "match", "mismatch", "deadlock", "hazard", "unsupported", "launch" (a B200 would not launch it), "compile" (it
+    # does not compile)
+    status: str
     config: str
     shape: tuple
     mode: str
@@ -43,6 +101,8 @@ class EmulationResult:
     stats: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)  # emu.state.Note: model violations with a hardware-verified precedent
+    runs: list = field(default_factory=list)  # ScheduleRun per schedule run, in order
+    schedules: list = field(default_factory=list)  # names of the schedules the verdict asked for
 
     @property
     def exit_code(self) -> int:
@@ -50,18 +110,39 @@ class EmulationResult:
 
     @property
     def verdict(self) -> str:
-        """MATCH, MATCH with notes, MISMATCH, DEADLOCK, HAZARD or UNSUPPORTED."""
+        """MATCH, MATCH with notes, MISMATCH, DEADLOCK, HAZARD, UNSUPPORTED, LAUNCH REFUSED or COMPILE FAILED."""
         if self.status == "match" and self.notes:
             return f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
-        return self.status.upper()
+        return {"launch": "LAUNCH REFUSED", "compile": "COMPILE FAILED"}.get(self.status, self.status.upper())
+
+    def note_lines(self) -> list:
+        """One line per note rule: how many places, their PTX lines, the first one's detail and the precedent."""
+        by_rule = {}
+        for note in self.notes:
+            by_rule.setdefault(note.rule, []).append(note)
+        out = []
+        for rule, notes in by_rule.items():
+            lines = [n.where.split(":")[0].replace("PTX line ", "") for n in notes]
+            first = notes[0]
+            out.append(f"note [{rule}] x{len(notes)} at PTX line{'s' if len(notes) > 1 else ''} {', '.join(lines)}: "
+                       f"{first.detail} (precedent: {first.precedent})")
+        return out
+
+    @property
+    def failed_schedule(self) -> str | None:
+        return next((r.schedule for r in self.runs if r.status != "match"), None)
 
     def summary(self) -> str:
         m, n, k, l = self.shape
         dsl = f" (DSL {self.launch['dsl_version']})" if self.launch.get("dsl_version") else ""
         if self.launch.get("host_path") == "pointer":
             dsl = dsl[:-1] + ", pointer fallback)" if dsl else " (pointer fallback)"
-        return (f"emulated {self.verdict}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
-                f"{self.clusters_run}/{self.clusters_total} clusters, {self.checked_elements} elements checked, "
+        sms = f", {self.launch['sm_count']} SMs" if self.launch.get("sm_count") else ""
+        where = f" at schedule {self.failed_schedule}" if self.failed_schedule else ""
+        plan = f", {len(self.runs)}/{len(self.schedules)} schedules" if self.schedules else ""
+        return (f"emulated {self.verdict}{where}: {self.config}{dsl} {m}x{n}x{k}x{l} {self.mode}, "
+                f"{self.clusters_run}/{self.clusters_total} clusters{sms}{plan}, "
+                f"{self.checked_elements} elements checked, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
 
@@ -116,6 +197,17 @@ def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
     return [ids[i] for i in picked]
 
 
+def find_config(sub, m: int, n: int, k: int, l: int, config_name: str | None, submission):
+    """The submission's config by name (TUNE_SPACE or CONFIG_TABLE), or the one it picks for the shape."""
+    if config_name is None:
+        return sub.config_for(m, n, k, l)
+    matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
+              [c for c in sub.CONFIG_TABLE.values() if c.name == config_name]
+    if not matches:
+        raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
+    return matches[0]
+
+
 @dataclass
 class Prepared:
     """A submission's kernel ready to run: its config, inputs in emulated global memory (C poisoned NaN) and the
@@ -131,16 +223,11 @@ class Prepared:
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, submission: str | Path = REPO / "submission.py", sm_count: int | None = None,
             input_seed: int | None = None, dsl: str = "default", host_path: str = "tvm_ffi"):
-    """Prepared, or an EmulationResult saying why the config cannot run this shape."""
+    """Prepared, or an EmulationResult saying why it cannot run: the config cannot implement this shape
+    ("unsupported"), the kernel does not compile ("compile"), a B200 would refuse the launch ("launch"), or the capture
+    cannot be made here ("unsupported")."""
     sub = load_submission(submission)
-    if config_name is None:
-        config = sub.config_for(m, n, k, l)
-    else:
-        matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
-                  [c for c in sub.CONFIG_TABLE.values() if c.name == config_name]
-        if not matches:
-            raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
-        config = matches[0]
+    config = find_config(sub, m, n, k, l, config_name, submission)
     ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
     if not ok:
         return EmulationResult("unsupported", config.name, (m, n, k, l), mode,
@@ -151,37 +238,72 @@ def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
-    cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
-                         host_path=host_path)
+    try:
+        cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
+                             host_path=host_path)
+    except CompileError as e:
+        return EmulationResult("compile", config.name, (m, n, k, l), mode, message=str(e))
+    except LaunchError as e:
+        return EmulationResult("launch", config.name, (m, n, k, l), mode, message=str(e))
+    except RuntimeError as e:  # the capture cannot be made here (e.g. a host function this DSL cannot export)
+        return EmulationResult("unsupported", config.name, (m, n, k, l), mode, message=str(e))
     return Prepared(config, data, gmem, addresses, cap)
 
 
-def launch_summary(cap, host_path: str = "tvm_ffi") -> dict:
+def launch_summary(cap, host_path: str = "tvm_ffi", sm_count: int | None = None) -> dict:
     return {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
-            "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path}
+            "dsl_version": cap.dsl_version, "params": len(cap.params), "host_path": host_path,
+            "sm_count": sm_count, "registers": cap.registers, "static_smem": cap.static_smem}
 
 
 def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
-            max_quantum: int = 24, dsl: str = "default", host_path: str = "tvm_ffi") -> EmulationResult:
+            dsl: str = "default", host_path: str = "tvm_ffi", schedules=None,
+            stop_at_failure: bool = True) -> EmulationResult:
+    """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
+    sm_count None: default_sm_count for small problems, the B200's 148 otherwise."""
     t0 = time.time()
+    if sm_count is None:
+        sm_count = default_sm_count(find_config(load_submission(submission), m, n, k, l, config_name, submission),
+                                    m, n, l)
     prep = prepare(m, n, k, l, config_name, mode, seed, submission, sm_count, input_seed, dsl, host_path)
     if isinstance(prep, EmulationResult):
+        prep.seconds = time.time() - t0
         return prep
     import reference
 
     config, data, gmem, addresses, cap = prep.config, prep.data, prep.gmem, prep.addresses, prep.cap
-    res = EmulationResult("unsupported", config.name, (m, n, k, l), mode)
-    res.launch = launch_summary(cap, host_path)
-    run = execute(cap, gmem, sched_seed, clusters, progress, max_quantum)
-    res.status, res.message, res.clusters_run, res.clusters_total = run.status, run.message, run.clusters_run, run.clusters_total
-    if run.machine is not None:
-        res.stats = dict(run.machine.stats)
-        res.notes = list(run.machine.notes.values())
-    if run.status == "completed":
-        res.status, res.message, res.checked_elements = _compare(reference, config, data, gmem, addresses, run.machine,
-                                                                 m, n, l, res.clusters_run == res.clusters_total)
+    plan = schedules_for(schedules, sched_seed)
+    res = EmulationResult("match", config.name, (m, n, k, l), mode)
+    res.schedules = [s.name for s in plan]
+    res.launch = launch_summary(cap, host_path, sm_count)
+    c_poison = gmem.read(addresses["c"], m * n * l * 2)
+    notes = {}
+    for schedule in plan:
+        t1 = time.time()
+        gmem.write(addresses["c"], c_poison)
+        run = execute(cap, gmem, clusters=clusters, progress=progress, schedule=schedule)
+        one = ScheduleRun(schedule.name, run.status, run.message)
+        res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
+        if run.machine is not None:
+            one.stats = dict(run.machine.stats)
+            one.notes = list(run.machine.notes.values())
+            for note in one.notes:
+                notes.setdefault((note.rule, note.where), note)
+        if run.status == "completed":
+            one.status, one.message, res.checked_elements = _compare(reference, config, data, gmem, addresses,
+                                                                     run.machine, m, n, l,
+                                                                     run.clusters_run == run.clusters_total)
+        one.seconds = time.time() - t1
+        res.runs.append(one)
+        if one.status != "match" and res.status == "match":
+            res.status, res.message, res.stats = one.status, one.message, one.stats
+        if res.status == "match":
+            res.stats = one.stats
+        if one.status != "match" and stop_at_failure:
+            break
+    res.notes = list(notes.values())
     res.seconds = time.time() - t0
     return res
 
@@ -196,13 +318,15 @@ class Execution:
 
 
 def execute(cap, gmem: GlobalMemory, sched_seed: int = 0, clusters="all", progress=None,
-            max_quantum: int = 24) -> Execution:
-    """Parse the captured launch's PTX and run it (the chosen clusters) on gmem; report how it ended."""
+            max_quantum: int = 24, schedule: Schedule | None = None) -> Execution:
+    """Parse the captured launch's PTX and run it (the chosen clusters) on gmem under `schedule` (default: the
+    uniform policy with sched_seed and max_quantum); report how it ended."""
     run = Execution("completed")
     try:
         kernel = ptx_mod.parse_module(cap.ptx)
-        run.machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum)
-        ids = choose_clusters(run.machine, clusters, sched_seed)
+        run.machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum,
+                              schedule=schedule)
+        ids = choose_clusters(run.machine, clusters, run.machine.schedule.seed)
         run.clusters_total = len(list(run.machine.clusters()))
         run.clusters_run = len(ids)
         run.machine.run(ids)

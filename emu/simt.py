@@ -66,6 +66,7 @@ class Warp:
         self.blocked_on = None  # a barrier object while the warp cannot proceed
         self.sleep_key = None  # an mbarrier the warp last found incomplete (a spin-wait hint)
         self.known: dict = {}  # CTA rank -> machine clock up to which this warp has observed that CTA's releases
+        self.seen: dict = {}  # (CTA rank, warp id) -> latest clock of that warp's actions ordered before this warp's
         self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
         self.last_line = 0
 

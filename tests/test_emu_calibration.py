@@ -30,6 +30,7 @@ def example():
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["1cta", "2cta"])
 def test_nvidia_example_matches_in_emulator(example, name):
     res = cal.calibrate_one(example, cal.CONFIGS[name])
@@ -37,6 +38,7 @@ def test_nvidia_example_matches_in_emulator(example, name):
     assert res.stats["mma"] > 0
 
 
+@pytest.mark.slow
 def test_calibration_detects_a_wrong_scale_layout(example):
     """The harness is sensitive: the same run with the scale factors placed row-major (not in the atom layout the
     example's host code describes) must fail."""

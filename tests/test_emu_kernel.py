@@ -1,5 +1,8 @@
-"""The kernel of submission.py in the SM100 emulator (emulated, no GPU): every TUNE_SPACE config,
-CTAs that run several tiles, several scheduler seeds, and planted bugs the emulator must report."""
+"""The kernel of submission.py in the SM100 emulator (emulated, no GPU): every TUNE_SPACE config under the default
+verdict (emu.run.DEFAULT_SCHEDULES, small shapes on a reduced SM count), CTAs that run several tiles, and planted
+bugs the emulator must report (emu/mutants.py), by the default verdict and over ten schedules each.
+
+Runs of the kernel take seconds to minutes on 2 CPUs: those are marked slow; each feature keeps a cheap one."""
 from __future__ import annotations
 
 import subprocess
@@ -10,10 +13,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+from emu.machine import POLICIES  # noqa: E402
 from emu.mutants import MUTANTS  # noqa: E402
-from emu.run import emulate, load_submission  # noqa: E402
+from emu.run import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
+# The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
+# 1-CTA, 2-CTA with the A collector (the benchmark's table config); the other cases are marked slow.
+QUICK = {"m128n64_c1x1_e32", "m256n64_c2x1_e32", "m256n64_c2x1_e32_ac"}
+
+
+def quick_if(case, quick: bool):
+    return pytest.param(*case) if quick else pytest.param(*case, marks=pytest.mark.slow)
 
 
 def small_shape(cfg) -> tuple:
@@ -24,21 +35,40 @@ def small_shape(cfg) -> tuple:
     return (m, n, 512, 1)
 
 
+# The gate: every config under the default verdict (six schedules each), all of it slow; the quick set's emulator
+# runs are the table config's leaderboard run, one planted bug, one pointer fallback and the cheap CLI / subset /
+# deadlock / launch checks.
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", SUB.TUNE_SPACE, ids=lambda c: c.name)
 def test_every_tune_space_config_matches(cfg):
+    """The default verdict: every schedule of DEFAULT_SCHEDULES matches."""
     res = emulate(*small_shape(cfg), config_name=cfg.name, mode="strict", sched_seed=1)
     assert res.status == "match", res.summary() + "\n" + res.message
-    assert not res.notes, [n.describe() for n in res.notes]  # our kernel relies on nothing a precedent excuses
+    assert [r.status for r in res.runs] == ["match"] * len(DEFAULT_SCHEDULES)
     assert res.checked_elements == small_shape(cfg)[0] * small_shape(cfg)[1]
     assert res.stats["mma"] > 0
+    # last, so a failure here says only this: our kernel relies on nothing a precedent excuses
+    assert not res.notes, "\n".join(res.note_lines())
 
 
-@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()}))
+@pytest.mark.slow
+def test_one_config_matches_under_every_policy():
+    """One schedule of each scheduling policy (POLICIES), a 1-CTA tile (the policies' unit tests: test_emu_hardening)."""
+    res = emulate(128, 256, 512, 1, config_name="m128n64_c1x1_e32", schedules=len(POLICIES))
+    assert res.status == "match", res.summary() + "\n" + res.message
+    assert sorted(r.schedule.split(":")[0] for r in res.runs) == sorted(POLICIES)
+    assert res.launch["sm_count"] == 1  # a small shape: one CTA walks all four tiles (default_sm_count)
+
+
+@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_leaderboard_generator_on_table_configs(name):
     res = emulate(256, 256, 512, 1, config_name=name, mode="leaderboard", sched_seed=2)
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
+# All slow: six schedules of 512 MMAs each (about 100 s for one case on the loaded 2-CPU machine). The quick set's
+# default-verdict runs walk several tiles too: small shapes run on a reduced SM count (emu.run.default_sm_count).
+@pytest.mark.slow
 @pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
                                        ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
                                        ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
@@ -56,12 +86,38 @@ def test_ctas_run_several_tiles(name, seed):
     assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if name.endswith("_ac") else 0)
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", [quick_if([m], m.name == "swap_b") for m in MUTANTS], ids=lambda m: m.name)
 def test_planted_bug_is_reported(mutant, tmp_path):
+    """By the default verdict (it stops at the first schedule that catches the bug)."""
     path = mutant.write(tmp_path)
     res = emulate(*mutant.shape, config_name=mutant.config, mode="strict", submission=path, sm_count=mutant.sm_count,
                   sched_seed=7)
     assert mutant.caught(res), f"{mutant.name} ({mutant.kind}) not caught: {res.summary()}"
+
+
+@pytest.mark.parametrize("name,status,words", [
+    ("smem_over_capacity", "launch", "shared memory per block"),
+    ("cluster_over_limit", "launch", "cluster of 32 CTAs"),
+    ("mixed_cta_group", "hazard", "[cta-group]"),
+])
+def test_launch_and_static_mutants_are_caught_before_running(name, status, words, tmp_path):
+    """The cheap ones: a launch a B200 refuses, a kernel-wide ISA rule; neither needs a schedule."""
+    mutant = next(m for m in MUTANTS if m.name == name)
+    res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path))
+    assert res.status == status and words in res.message, res.summary() + "\n" + res.message
+    assert res.stats.get("warp_instructions", 0) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.family in ("schedule", "init", "wrap")],
+                         ids=lambda m: m.name)
+def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
+    """Each race-like mutant over 10 schedules cycling through every policy: caught by at least one (the catch rate
+    goes to MEMORY.md's table: python -m emu.mutants --schedules 10)."""
+    res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path), sm_count=mutant.sm_count,
+                  schedules=10, stop_at_failure=False)
+    caught = [r.schedule for r in res.runs if mutant.caught(r)]
+    assert len(res.runs) == 10 and caught, f"{mutant.name}: caught by none of {[r.schedule for r in res.runs]}"
 
 
 def test_mutants_cover_the_issue_kinds():
@@ -71,6 +127,8 @@ def test_mutants_cover_the_issue_kinds():
                  "SFB1/SFB2 swapped", "64-wide-N scale shift wrong", "stage index off by one",
                  "accumulator stage phase wrong", "wrong C coordinates for the peer CTA of a pair"):
         assert want in kinds
+    # issue 14's classes: launch limits, kernel-wide ISA rules, init ordering, large skews, wrapping stages
+    assert {"launch", "lint", "init", "schedule", "wrap"} <= {m.family for m in MUTANTS}
 
 
 def test_deadlock_report_names_role_line_and_barrier(tmp_path):
@@ -83,10 +141,11 @@ def test_deadlock_report_names_role_line_and_barrier(tmp_path):
 
 def test_cli_exit_codes(tmp_path):
     ok = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,128,256", "--config", "m128n64_c1x1_e32",
-                         "--json", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True)
+                         "--schedules", "2", "--json", str(tmp_path / "r.json")], cwd=REPO, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.startswith("emulated MATCH")
+    assert ok.stdout.startswith("emulated MATCH") and "2/2 schedules" in ok.stdout
     assert '"label": "emulated"' in (tmp_path / "r.json").read_text()
+    assert '"schedule": "producer_first:1"' in (tmp_path / "r.json").read_text()
     bad = next(m for m in MUTANTS if m.name == "swap_b").write(tmp_path)
     mis = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,256,512", "--config", "m128n64_c1x1_e32",
                           "--submission", str(bad)], cwd=REPO, capture_output=True, text=True)
@@ -98,7 +157,8 @@ def test_cli_exit_codes(tmp_path):
 
 
 def test_cluster_subset_checks_only_its_tiles():
-    res = emulate(256, 512, 512, 1, config_name="m128n64_c1x1_e32", clusters=3, sched_seed=8)
+    res = emulate(256, 512, 512, 1, config_name="m128n64_c1x1_e32", clusters=3, sched_seed=8, sm_count=148,
+                  schedules=["uniform:8"])
     assert res.status == "match", res.message
     assert res.clusters_run == 3 and res.clusters_total == 16
     assert res.checked_elements == 3 * 128 * 64
@@ -107,6 +167,7 @@ def test_cluster_subset_checks_only_its_tiles():
 DSL435 = REPO / ".venv" / "dsl435" / "nvidia_cutlass_dsl" / "python_packages" / "cutlass"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DSL435.is_dir(), reason="nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl435 "
                                                  "(tools/setup.sh installs it)")
 @pytest.mark.parametrize("name,shape", [("m128n64_c1x1_e32", (128, 256, 512, 1)), ("m256n64_c2x1_e32", (256, 256, 512, 1)),
@@ -119,6 +180,7 @@ def test_dsl_435_compile_matches(name, shape):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
+@pytest.mark.slow
 def test_sweep_runs_the_real_test_shapes(tmp_path):
     """tools/sweep.py: one config on every test shape of task.yml (real M, N, K; one cluster each)."""
     out = tmp_path / "sweep.json"
@@ -132,7 +194,7 @@ def test_sweep_runs_the_real_test_shapes(tmp_path):
     assert "emulated sweep: 9 of 9 runs match" in proc.stdout
 
 
-@pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac", "m128n128_c1x1_e32"])
+@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in ["m256n64_c2x1_e32_ac", "m128n128_c1x1_e32"]])
 def test_pointer_fallback_launch_matches(name):
     """custom_kernel's launcher where apache-tvm-ffi is missing (launch_from_pointers): its own device code
     (C's parameter differs from the TVM-FFI compile) and its own host code, captured and emulated."""
@@ -141,8 +203,8 @@ def test_pointer_fallback_launch_matches(name):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
-@pytest.mark.parametrize("dsl", ["default", "4.3.5"])
-@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()}))
+@pytest.mark.parametrize("name,dsl", [quick_if((n, d), n in QUICK and d == "default")
+                                      for d in ["default", "4.3.5"] for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):
     """The pointer fallback (what runs where apache-tvm-ffi is missing, e.g. a DSL 4.3.5 image) compiles to the
     same device code as the TVM-FFI entry the emulator runs, up to the kernel's mangled name: under 4.3.5 its

@@ -45,6 +45,10 @@ def test_capture_matches_plan(sub, tile, cluster):
     assert name == cap.kernel_name and len(cap.params) == len(params) == 25
     assert [len(b) for b in cap.params] == [p[1] for p in params]
     assert cap.cubin[:4] == bytes.fromhex("50ed55ba")  # the fatbinary handed to cudaLibraryLoadData
+    # the kernel's resources, read from its cubin (what cuobjdump --dump-resource-usage says: REG, SHARED)
+    assert cap.static_smem == plan["smem_bytes"] - plan["dynamic_smem_bytes"] == 1024
+    assert 32 <= cap.registers <= 255
+    assert "cuKernelGetAttribute(attr=1, device=0) -> 1024" in cap.runtime_log
 
 
 @pytest.mark.parametrize("tile,cluster", [((128, 64), (1, 1)), ((256, 64), (2, 1))], ids=["m128n64_c1x1", "m256n64_c2x1"])
@@ -98,6 +102,7 @@ def test_entry_params_parser():
                                                                       ("k_param_2", 12, 4)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".venv" / "dsl435" / ".complete").exists(), reason="needs .venv/dsl435 (tools/setup.sh)")
 def test_capture_under_dsl_435(sub):
     cfg = sub.KernelConfig(mma_tile_mn=(128, 64))
@@ -109,3 +114,30 @@ def test_capture_under_dsl_435(sub):
     assert len(cap.params) == len(params)
     maps = [tma.decode_tensor_map(b) for b in cap.params if len(b) == 128]
     assert [t.address for t in maps] == [ADDRS[x] for x in ("a", "b1", "b2", "sfa", "sfb1", "sfb2")]
+
+
+def test_source_digest_follows_local_imports_not_the_path(tmp_path):
+    """The compile cache's key (issue 16): the file's bytes and those of the modules it imports from its own folder
+    (else the repository root), never where the file is."""
+    for d in ("one", "two"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "kernel.py").write_text("import os\nimport helper\nfrom task import input_t\n")
+        (tmp_path / d / "helper.py").write_text("X = 1\n")
+    one, two = (launch.source_digest(tmp_path / d / "kernel.py", (tmp_path / d, ROOT)) for d in ("one", "two"))
+    assert one == two and [name for name, _ in one] == ["", "helper", "task"]  # os: not a local module
+    (tmp_path / "two" / "helper.py").write_text("X = 2\n")
+    assert launch.source_digest(tmp_path / "two" / "kernel.py", (tmp_path / "two", ROOT)) != one
+    (tmp_path / "one" / "task.py").write_text("input_t = None\n")  # a task.py beside the file shadows the root's
+    assert launch.source_digest(tmp_path / "one" / "kernel.py", (tmp_path / "one", ROOT))[2] != one[2]
+
+
+def test_equal_copies_share_one_compile(sub, tmp_path):
+    """A copy of submission.py elsewhere (as a planted bug's copy in a fresh tmp_path) hits the same cache entry,
+    and the kernel's name in the PTX carries no trace of the file's path."""
+    copy = tmp_path / "elsewhere.py"
+    copy.write_text((ROOT / "submission.py").read_text())
+    cfg = sub.KernelConfig(mma_tile_mn=(128, 64))
+    art = launch.compile_artifacts(str(copy), cfg)
+    assert art == launch.compile_artifacts(SUBMISSION, cfg)
+    name, _ = launch.entry_params((art / "kernel.ptx").read_text())
+    assert "emu_submissionDualGemmKernel" in name and str(tmp_path.name) not in name

@@ -241,12 +241,13 @@ WAITALLOC:
     ld.shared.u32 %r3, [%r9];
     tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r4}, [%r3];
     tcgen05.wait::ld.sync.aligned;
+    tcgen05.fence::before_thread_sync;
     bar.sync 0;
     @%p1 bra DONE;
     tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r3, %r2;
 DONE:
     ret;
 """
-    _, m = run(body, nthreads=128)
+    _, m = run(body, nthreads=128)  # (the fence: the loads are ordered before the dealloc, emu.ordering)
     assert rules(m) == {"tmem-lane-quadrant-from-warp"}  # warps 1-3 name quadrant 0; warp 0 does not
     assert m.stats["tmem_ld_lane_remapped"] == 3

@@ -24,6 +24,7 @@ TMA_IDS = ["m128n64", "m128n128"]
 EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields", E.TMA_CONFIGS, ids=TMA_IDS)
 def test_tma_probe_emulated_all_six_loads(fields):
     res = E.run_probe("tma", fields)
@@ -32,11 +33,13 @@ def test_tma_probe_emulated_all_six_loads(fields):
     assert res.stats["tma_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_tma_probe_emulated_other_scheduler_seed():
     res = E.run_probe("tma", E.TMA_CONFIGS[0], sched_seed=7)
     assert res.status == "ok", res.line() + "\n" + res.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(E.NEGATIVES))
 def test_tma_probe_emulated_negative_controls_are_rejected(variant):
     """The kernel loading the previous k-tile, or another N tile's CTA dumping: the probe's check rejects exactly the
@@ -46,18 +49,21 @@ def test_tma_probe_emulated_negative_controls_are_rejected(variant):
     assert ok, why + "\n" + res.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields", E.EPILOGUE_CONFIGS, ids=EPI_IDS)
 def test_epilogue_probe_emulated(fields):
     res = E.run_probe("epilogue", fields)
     assert res.status == "ok", res.line() + "\n" + res.message
 
 
+@pytest.mark.slow
 def test_epilogue_probe_emulated_negative_control_unwritten_c_is_rejected():
     """Only some clusters run: the rest of C keeps its NaN poison and the probe's check must say so."""
     res = E.run_probe("epilogue", E.EPILOGUE_CONFIGS[0], clusters=3)
     assert res.status == "rejected" and "misplaced or unwritten" in res.message, res.message
 
 
+@pytest.mark.slow
 def test_pdl_launch_is_judged_and_the_stub_waits():
     """The probes launch with PDL (the config's default): the stub waits (griddepcontrol.wait) before its global
     accesses, as the kernel does, so the emulator's PDL rule passes (the kernel without its wait is a planted bug: emu/mutants.py)."""

@@ -17,14 +17,17 @@ SUB = load_submission(REPO / "submission.py")
 SHAPE = (256, 512, 1024, 1)
 
 
-@pytest.mark.parametrize("name", ["m128n64_c1x1_e32", "m128n128_c1x1_e32", "m128n64_c1x2_e32", "m256n64_c2x1_e32",
-                                  "m256n128_c2x1_e32_ac", "m256n64_c2x1_e32_ac"])
+# the quick set (tests/conftest.py) checks the benchmark's table config; the others are marked slow
+@pytest.mark.parametrize("name", [n if n == "m256n64_c2x1_e32_ac" else pytest.param(n, marks=pytest.mark.slow) for n in
+                                  ["m128n64_c1x1_e32", "m128n128_c1x1_e32", "m128n64_c1x2_e32", "m256n64_c2x1_e32",
+                                   "m256n128_c2x1_e32_ac", "m256n64_c2x1_e32_ac"]])
 def test_tma_bytes_and_mma_counts_match_the_model(name):
     cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
     plan = SUB.DualGemmKernel(cfg).plan()
     g = M.geometry(cfg, plan)
     pred = M.predict(*SHAPE, g)
-    res = emulate(*SHAPE, config_name=name, mode="strict", sched_seed=4)
+    # counts, not a verdict: one schedule (the six of the default verdict: the TUNE_SPACE gate, test_emu_kernel.py)
+    res = emulate(*SHAPE, config_name=name, mode="strict", sched_seed=4, schedules=1)
     assert res.status == "match", res.message
     m, n, k, _ = SHAPE
     ctas_per_unit = 2 if g.use_2cta else 1

@@ -407,6 +407,7 @@ def preflight_full(standin):
     return p, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @needs_dsl
 def test_preflight_judges_real_artifacts(preflight_full):
     p, rep = preflight_full
@@ -448,6 +449,26 @@ def test_preflight_quick_passes_and_lint_fails(standin, tmp_path):
     assert p.returncode == 1 and any("stream" in x for x in rep["lint"])
 
 
+@needs_dsl
+def test_preflight_caches_clean_compiles_and_no_cache_recompiles(standin, tmp_path):
+    """A clean compile is reused by the next run (issue 16: same record, "cache" in the table's s column);
+    --no-cache compiles again and judges the same artifacts the same way."""
+    sub = tmp_path / "submission.py"
+    sub.write_text(STANDIN.replace("KernelConfig(mma_tile_mn=(128, 64), cluster_mn=(1, 1)),", "KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1)),"))
+    reports = []
+    for extra in ([], [], ["--no-cache"]):
+        p = run(REPO / "tools" / "preflight.py", "--quick", "--submission", sub, "--task", standin / "task.yml",
+                "--json", tmp_path / "q.json", *extra)
+        assert p.returncode == 0, p.stdout + p.stderr
+        reports.append((json.loads((tmp_path / "q.json").read_text())["configs"][0], p))
+    (first, _), (second, p2), (third, p3) = reports
+    assert second.get("cached") and "(cached, compiled in" in p2.stderr and "cache  test (256, 512, 256)" in p2.stdout
+    assert not third.get("cached") and "cache  test" not in p3.stdout
+    for rec in (first, third):
+        assert rec["summary"] == second["summary"] and rec["artifacts"]["entries"] == second["artifacts"]["entries"]
+
+
+@pytest.mark.slow
 @needs_dsl
 def test_tune_dry_run_ranks_and_writes(standin, tmp_path):
     sub = tmp_path / "submission.py"
@@ -545,6 +566,7 @@ def benchmark_callable(fn, m, n, k, l, seed, *, progress=None):
 '''
 
 
+@pytest.mark.slow
 def test_tune_drops_failing_configs_and_writes_the_fastest_correct(tmp_path):
     (tmp_path / "submission.py").write_text(FAKE_SUB)
     (tmp_path / "reference.py").write_text(FAKE_REF)

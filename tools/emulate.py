@@ -2,16 +2,23 @@
 """Run submission.py's compiled kernel in the SM100 emulator (no GPU needed) and check C; with --timing, time it.
 
     python tools/emulate.py --shape M,N,K[,L] [--config NAME] [--mode strict|leaderboard] [--seed S]
-                            [--submission PATH] [--clusters all|N] [--json PATH]
+                            [--schedules N | --schedule POLICY:SEED ...] [--submission PATH]
+                            [--clusters all|N] [--sm-count N] [--json PATH]
     python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
                             [--trace PATH] [--full-grid] [--cost NAME=VALUE ...]
     python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
-captures its real host-side launch, runs every warp of the chosen clusters in the emulator
-(emu/), and compares C with reference.py under the leaderboard's tolerance.
-Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard or unsupported instruction
-(with the report). Every result is "emulated": it says what the PTX computes under the PTX ISA's
+captures its real host-side launch (a launch a B200 would refuse ends there), runs every warp of the chosen
+clusters in the emulator (emu/) under several schedules, and compares C with reference.py under the
+leaderboard's tolerance after each. The verdict is MATCH only if every schedule matched.
+Schedules: by default emu.run.DEFAULT_SCHEDULES (uniform, producer_first, consumer_first, late_wake,
+slow_async, starve_role; seeds 0-5 shifted by --seed); --schedules N runs N schedules, those six first, then
+every policy of emu.machine.POLICIES in turn; --schedule POLICY:SEED (repeatable) runs exactly those.
+Small shapes (at most 32 CTA tiles) run on a reduced SM count unless --sm-count is given, so each cluster
+walks several tiles and the shared-memory ring and accumulator stages wrap.
+Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard, launch refused or unsupported
+instruction (with the report). Every result is "emulated": it says what the PTX computes under the PTX ISA's
 semantics as the emulator implements them, nothing about B200 timing.
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
@@ -51,13 +58,19 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", type=parse_shape, default=None, help="M,N,K[,L] (required except with --calibration)")
     ap.add_argument("--config", default=None, help="a TUNE_SPACE / CONFIG_TABLE config name (default: config_for)")
     ap.add_argument("--mode", choices=("strict", "leaderboard"), default="strict", help="input generator")
-    ap.add_argument("--seed", type=int, default=0, help="scheduler seed (warp order, async completion order)")
+    ap.add_argument("--seed", type=int, default=0, help="added to every schedule's seed (warp order, async completion "
+                                                        "order)")
+    ap.add_argument("--schedules", type=int, default=None,
+                    help="run N schedules: the default verdict's 6 first, then every scheduling policy in turn")
+    ap.add_argument("--schedule", action="append", default=None, metavar="POLICY:SEED",
+                    help="run this schedule (repeatable); policies: emu.machine.POLICIES")
     ap.add_argument("--input-seed", type=int, default=1111, help="reference.generate_input seed")
     ap.add_argument("--submission", default=str(REPO / "submission.py"), help="the kernel file (a modified copy works)")
     ap.add_argument("--clusters", default="all", help="'all' or N: emulate N clusters chosen by the seed; "
                                                       "only the tiles they write are checked")
     ap.add_argument("--sm-count", type=int, default=None,
-                    help="compile with this SM count (fewer SMs: every CTA runs several tiles)")
+                    help="compile with this SM count (fewer SMs: every CTA runs several tiles); default: reduced for "
+                         "small shapes, 148 otherwise")
     ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
                     help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
     ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default="tvm_ffi",
@@ -102,12 +115,15 @@ def main(argv=None) -> int:
         if time.time() - t0 > 3:
             print(f"  cluster {done}/{total} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
 
+    if args.schedules is not None and args.schedule:
+        ap.error("--schedules and --schedule are alternatives")
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
-                  progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path)
+                  progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path,
+                  schedules=args.schedule if args.schedule else args.schedules)
     print(res.summary())
-    for note in res.notes:
-        print("  " + note.describe())
+    for line in res.note_lines():
+        print("  " + line)
     if res.status != "match":
         print(res.message)
     if args.json:
@@ -116,8 +132,9 @@ def main(argv=None) -> int:
             "label": "emulated", "status": res.status, "config": res.config, "shape": res.shape, "mode": res.mode,
             "message": res.message, "seconds": round(res.seconds, 2), "clusters_run": res.clusters_run,
             "clusters_total": res.clusters_total, "checked_elements": res.checked_elements, "stats": res.stats,
-            "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed, "input_seed": args.input_seed,
-            "submission": args.submission}, indent=2))
+            "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed,
+            "schedules": [{"schedule": r.schedule, "status": r.status, "seconds": round(r.seconds, 2)} for r in res.runs],
+            "input_seed": args.input_seed, "submission": args.submission}, indent=2))
     return res.exit_code
 
 

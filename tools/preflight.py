@@ -6,15 +6,22 @@ memory, barriers, threads per CTA, and static counts of the instructions that ma
 submission.py against the leaderboard rules (docs/leaderboard.md §4). Prints a table, writes JSON, exits 1 on
 any failure.
 
-    python tools/preflight.py [--quick] [--jobs 2] [--json build/preflight.json] [--dsl-label L]
+    python tools/preflight.py [--quick] [--jobs 2] [--json build/preflight.json] [--dsl-label L] [--no-cache]
 
 Every number it prints is "compiled": read from the artifacts the CuTe DSL produced, never measured.
+A config that compiled cleanly is cached (its record, PTX/cubin and the ptxas/cuobjdump readings) under
+$EMU_LAUNCH_CACHE/preflight (default <tmp>/emu_launch_cache/preflight), keyed on everything the compile reads:
+the submission's bytes and those of the local modules it imports, the config's fields, the versions of the DSL,
+apache-tvm-ffi, torch and Python, this file, the binary tools and the CUTE_DSL_* environment. A hit is
+labelled "cached" in the table; --no-cache compiles everything again.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import glob
+import hashlib
 import itertools
 import importlib.metadata
 import importlib.util
@@ -477,7 +484,55 @@ def judge(rec: dict, capacity: int) -> list[str]:
     return bad
 
 
+def _emu_launch():
+    """emu.launch, for its cache folder and source digests (run as a script, the repository root is not on sys.path)."""
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))
+    from emu import launch
+
+    return launch
+
+
+def cache_dir(cfg, submission: Path, tools: dict) -> Path:
+    """Where this config's compile record lives in the cache: a folder named by a digest of all the compile reads."""
+    launch = _emu_launch()
+    submission = Path(submission).resolve()
+    # the worker's sys.path: the submission's folder, this folder (the script's), then $PYTHONPATH
+    search = [submission.parent, Path(__file__).resolve().parent] + \
+        [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    versions = {}
+    for dist in ("nvidia-cutlass-dsl", "apache-tvm-ffi", "torch"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    key = {"sources": launch.source_digest(submission, search), "config": [type(cfg).__name__] +
+           sorted((f.name, repr(getattr(cfg, f.name))) for f in dataclasses.fields(cfg)),
+           "versions": versions, "python": sys.version, "preflight": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+           "tools": {n: t and [t["path"], t["version"]] for n, t in sorted(tools.items())},
+           "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("CUTE_DSL_") and k not in ENV_DUMP)}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return launch.cache_root() / "preflight" / digest
+
+
+def _store(cache: Path, rec: dict, dump: Path) -> None:
+    """Write a clean compile's record and artifacts into the cache (atomically: a concurrent writer's copy wins)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=cache.name + ".tmp.", dir=cache.parent))
+    shutil.copytree(dump, tmp / "dump")
+    (tmp / "record.json").write_text(json.dumps(rec))
+    try:
+        os.replace(tmp, cache)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_config(i: int, cfg, args, tmp: Path, tools: dict) -> dict:
+    cache = None if getattr(args, "no_cache", False) else cache_dir(cfg, args.submission, tools)
+    if cache is not None and (cache / "record.json").is_file():
+        rec = json.loads((cache / "record.json").read_text())
+        rec["cached"] = str(cache)
+        return _finish(rec, cfg, args, cache / "dump")
     d = tmp / f"cfg{i}"
     dump = d / "dump"
     dump.mkdir(parents=True)
@@ -499,6 +554,12 @@ def run_config(i: int, cfg, args, tmp: Path, tools: dict) -> dict:
         rec = json.loads((d / "result.json").read_text())
     rec["wall_s"] = round(time.time() - t0, 2)
     rec["artifacts"] = analyze_artifacts(dump, tools) if rec["status"].startswith("compiled") else {}
+    if cache is not None and rec["status"].startswith("compiled") and not rec["artifacts"]["tool_errors"]:
+        _store(cache, rec, dump)
+    return _finish(rec, cfg, args, dump)
+
+
+def _finish(rec: dict, cfg, args, dump: Path) -> dict:
     if args.keep:
         keep = Path(args.keep) / cfg.name
         shutil.copytree(dump, keep, dirs_exist_ok=True)
@@ -506,8 +567,8 @@ def run_config(i: int, cfg, args, tmp: Path, tools: dict) -> dict:
     progress = getattr(args, "progress", None)  # (label, counter, total): one line per finished config
     if progress:
         label, counter, total = progress
-        print(f"{label}: {next(counter)}/{total} {cfg.name}: {rec['status']} ({rec['wall_s']} s)", file=sys.stderr,
-              flush=True)
+        took = f"cached, compiled in {rec['wall_s']} s" if rec.get("cached") else f"{rec['wall_s']} s"
+        print(f"{label}: {next(counter)}/{total} {cfg.name}: {rec['status']} ({took})", file=sys.stderr, flush=True)
     return rec
 
 
@@ -522,7 +583,7 @@ def fmt_table(rows: list[dict]) -> str:
         vals = [r["name"], "ok" if r["ok"] else "FAIL",
                 s.get("registers"), s.get("spill_bytes"), s.get("smem_total"), s.get("barriers"), s.get("threads"),
                 f"{s.get('mma_blockscaled16', '-')}/{s.get('tcgen05_mma', '-')}", s.get("mma_2cta"), s.get("tcgen05_cp"), s.get("tcgen05_ld"),
-                s.get("tma_load"), r.get("wall_s"), ", ".join(r["roles"])]
+                s.get("tma_load"), "cache" if r.get("cached") else r.get("wall_s"), ", ".join(r["roles"])]
         out.append("  ".join(str("-" if v is None else v).ljust(w) for v, (_, w) in zip(vals, cols)).rstrip())
     return "\n".join(out)
 
@@ -571,7 +632,8 @@ def print_report(rep: dict) -> None:
     print(fmt_table(rep["configs"]))
     print("  regs: the DSL's cubin (cuobjdump), else ptxas -v; spill: ptxas -v on the PTX; smem = static (cubin) + plan() dynamic;"
           " thr from PTX .reqntid;\n  mma/2cta/cp/ld/tma: static PTX counts of tcgen05.mma (block-scaled 16-element / all; cta_group::2),"
-          " tcgen05.cp, tcgen05.ld, TMA tensor loads; s: wall seconds of the config's compile")
+          " tcgen05.cp, tcgen05.ld, TMA tensor loads; s: wall seconds of the config's compile (cache: taken from the"
+          " compile cache, --no-cache to redo)")
     for e in rep.get("tool_errors", []):
         print(f"  tool warning: {e}")
     print("lint: " + ("ok" if not rep["lint"] else f"{len(rep['lint'])} rule(s) broken"))
@@ -594,6 +656,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dsl-label", default=None, help="label recorded in the report (default: the installed DSL version)")
     ap.add_argument("--keep", default=None, help="copy each config's .ptx/.cubin into DIR/<config name>/")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per config compile")
+    ap.add_argument("--no-cache", action="store_true", help="compile every config even if the compile cache holds it")
     args = ap.parse_args(argv)
     args.submission = Path(args.submission).resolve()
     rep = preflight(args)

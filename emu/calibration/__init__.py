@@ -11,6 +11,8 @@ Each module is one calibration family, runnable from the repository root as `pyt
   arseni         arseni_ivanov's B200-verified CuTe DSL kernel for this problem (three kernels by shape)
   novus          novus677's B200-verified CUDA + inline-PTX kernel 9 for this problem
   mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C
+  launch_limits  whether a kernel's 1 KiB of cubin static shared memory counts against the opt-in maximum per block
+                 (the launch stand-ins' rule) on a lent H100/H200
 Public sources are fetched by path at a pinned commit and never copied into this repository.
 The emulator core (emu/*.py) never imports this package.
 """

@@ -206,6 +206,7 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
     import torch
 
     import reference
+    from emu.launch import LaunchError
     from emu.run import _check, _reference_tile, execute, place_inputs
     from emu.state import GlobalMemory
 
@@ -217,7 +218,11 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addr = place_inputs(gmem, data, m, n, k, 1)
-    cap = capture(art, addr, m, n, k)
+    try:
+        cap = capture(art, addr, m, n, k)
+    except LaunchError as e:  # the launch stand-ins refuse what a B200 refuses (emu.launch B200_LIMITS)
+        res.status, res.message, res.seconds = "launch", str(e), time.time() - t0
+        return res
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "dsl_version": cap.dsl_version}
     run = execute(cap, gmem, sched_seed, clusters)
