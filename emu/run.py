@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from . import ptx as ptx_mod
-from .launch import capture_launch, leaderboard_tensors
+from .launch import DT_I64, capture_launch, leaderboard_tensors
 from .machine import Deadlock, Machine
 from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
 
@@ -43,6 +43,7 @@ class EmulationResult:
     stats: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)  # emu.state.Note: model violations with a hardware-verified precedent
+    profile: object = None  # KernelConfig.profile's buffer after the run: int64 (CTAs, words) (tools/profile_buffer.py)
 
     @property
     def exit_code(self) -> int:
@@ -126,6 +127,14 @@ class Prepared:
     gmem: GlobalMemory
     addresses: dict
     cap: object
+    profile_shape: tuple | None = None  # (CTAs, words) of the profile buffer at addresses["profile"], if any
+
+    def profile_words(self):
+        """The profile buffer as the kernel left it, or None for a config that does not profile."""
+        if self.profile_shape is None:
+            return None
+        rows, words = self.profile_shape
+        return self.gmem.read(self.addresses["profile"], rows * words * 8).view(np.int64).reshape(rows, words).copy()
 
 
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
@@ -137,9 +146,10 @@ def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         config = sub.config_for(m, n, k, l)
     else:
         matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
-                  [c for c in sub.CONFIG_TABLE.values() if c.name == config_name]
+                  [c for c in sub.CONFIG_TABLE.values() if c.name == config_name] + \
+                  [c for c in getattr(sub, "PROFILE_SPACE", ()) if c.name == config_name]
         if not matches:
-            raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
+            raise SystemExit(f"no config named {config_name} in TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE of {submission}")
         config = matches[0]
     ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
     if not ok:
@@ -151,9 +161,15 @@ def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
+    extra, profile_shape = (), None
+    if getattr(config, "profile", False):
+        # One record per CTA for the largest persistent grid, every word -1 (not written), as tools/profile.py has it.
+        profile_shape = (sub.SM_COUNT, sub.PROFILE_WORDS)
+        addresses["profile"] = gmem.alloc_array(np.full(profile_shape, -1, np.int64))
+        extra = (("profile", DT_I64, profile_shape, (profile_shape[1], 1)),)
     cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
-                         host_path=host_path)
-    return Prepared(config, data, gmem, addresses, cap)
+                         host_path=host_path, extra=extra)
+    return Prepared(config, data, gmem, addresses, cap, profile_shape)
 
 
 def launch_summary(cap, host_path: str = "tvm_ffi") -> dict:
@@ -179,6 +195,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
         res.notes = list(run.machine.notes.values())
+        res.profile = prep.profile_words()
     if run.status == "completed":
         res.status, res.message, res.checked_elements = _compare(reference, config, data, gmem, addresses, run.machine,
                                                                  m, n, l, res.clusters_run == res.clusters_total)
@@ -223,6 +240,8 @@ def _compare(reference, config, data, gmem, addresses, machine, m, n, l, all_clu
         written = np.zeros((m // tm, n // tn, l), bool)
         base = addresses["c"]
         for addr, nbytes in machine.store_log:
+            if not base <= addr < base + m * n * l * 2:
+                continue  # a store to another buffer (KernelConfig.profile's)
             e = (addr - base) // 2
             b, rem = divmod(e, m * n)
             row, col = divmod(rem, n)
