@@ -1109,13 +1109,14 @@ def profile_smid(*, loc=None, ip=None) -> cutlass.Int32:
     )
 
 
-class ProfileRecord(NamedTuple):
+@dataclass(frozen=True)
+class ProfileRecord:
     """This CTA's record in the profile buffer (KernelConfig.profile; layout at PROFILE_PHASES). Stores only: the
     kernel reads each stamp in a whole (converged) warp, so its two registers are read back to back, then one thread
-    stores it."""
+    stores it. A dataclass, not a NamedTuple: DSL 4.3.5 carries only dataclasses through a dynamic `if`."""
 
-    buf: object  # (CTAs, PROFILE_WORDS) Int64 tensor in global memory
-    cta: object  # this CTA's linear index in the grid
+    buf: cute.Tensor  # (CTAs, PROFILE_WORDS) Int64 tensor in global memory
+    cta: cutlass.Int32  # this CTA's linear index in the grid
 
     @staticmethod
     def of_this_cta(buf) -> "ProfileRecord":
