@@ -281,6 +281,7 @@ def fit_rate(target_ns: float, base: dict, shape: tuple, config: str, submission
     trail = []
 
     def mainloop(rate):
+        print(f"[{_tag(shape)}] the timed emulator at {RATE_ROW} = {rate:.2f}", flush=True)
         run = predict(shape, config, {**base, RATE_ROW: rate}, submission)
         s = statistics(run)["mainloop_ns"]
         trail.append({"rate": rate, "mainloop_ns": s, "per_call_us": run.per_call_us})
@@ -310,6 +311,13 @@ def fit_rate(target_ns: float, base: dict, shape: tuple, config: str, submission
     out["value"] = best["rate"]
     out["identified"] = abs(best["mainloop_ns"] - target_ns) <= RATE_TOLERANCE * target_ns
     out["sensitivity"] = slope
+    if out["identified"]:
+        # Past some rate another resource binds and the mainloop stops moving: then the match is only a lower bound.
+        above = mainloop(best["rate"] * 1.2)
+        if abs(above - best["mainloop_ns"]) <= RATE_TOLERANCE * target_ns:
+            out.update(identified=False, bound="lower",
+                       how=out["how"] + f": the timed mainloop no longer depends on the rate above {best['rate']:.1f} "
+                                        "(another resource binds): a lower bound")
     return out
 
 
@@ -320,6 +328,7 @@ def analyse_shape(job: dict) -> dict:
     measured = job["measured"]
     submission, base = Path(job["submission"]), job["base_overrides"]
     costs = cost_table.load(overrides=base)
+    print(f"[{_tag(measured.shape)}] the timed emulator on {measured.config} (prior costs)", flush=True)
     timed = predict(measured.shape, measured.config, base, submission)
     sm, st = statistics(measured), statistics(timed)
     fit = fit_closed_form(sm, st, measured.pdl, costs)
@@ -330,24 +339,32 @@ def analyse_shape(job: dict) -> dict:
 
 
 def pool(per_shape: list) -> dict:
-    """One value per row: the median over the shapes that identify it (the prior where none does)."""
+    """One value per row: the median over the shapes that identify it; else the largest lower bound where it exceeds
+    the prior (the least rate the measurement allows); else the prior. `write`: whether the overrides file gets it."""
     rows = {}
     for fit in per_shape:
         for name, entry in fit.items():
             rows.setdefault(name, []).append(entry)
     out = {}
     for name, entries in rows.items():
+        prior = entries[0]["prior"]
         good = [e["value"] for e in entries if e["identified"]]
-        out[name] = {"value": float(np.median(good)) if good else entries[0]["prior"], "prior": entries[0]["prior"],
-                     "identified_in": len(good), "shapes": len(entries), "per_shape": [e["value"] for e in entries],
-                     "how": entries[0]["how"]}
+        bounds = [e["value"] for e in entries if e.get("bound") == "lower"]
+        value, write = prior, False
+        if good:
+            value, write = float(np.median(good)), True
+        elif bounds and max(bounds) > prior:
+            value, write = max(bounds), True
+        out[name] = {"value": value, "prior": prior, "write": write, "identified_in": len(good),
+                     "lower_bound": max(bounds) if bounds else None, "shapes": len(entries),
+                     "per_shape": [e["value"] for e in entries], "how": entries[0]["how"]}
     return out
 
 
 def write_overrides(path: Path, pooled: dict, provenance: str) -> dict:
-    chosen = {name: round(row["value"], 6) for name, row in pooled.items() if row["identified_in"]}
-    lines = [f"# tools/profile.py fit: {provenance}", "# per row: the median over the shapes that identify it; the "
-             "evidence per shape is in profile.json ('fit').", "overrides:"]
+    chosen = {name: round(row["value"], 6) for name, row in pooled.items() if row["write"]}
+    lines = [f"# tools/profile.py fit: {provenance}", "# per row: the median over the shapes that identify it (or the "
+             "largest lower bound above the prior); the evidence per shape is in profile.json ('fit').", "overrides:"]
     lines += [f"  {name}: {value}" for name, value in chosen.items()]
     path.write_text("\n".join(lines) + "\n")
     return chosen
@@ -421,11 +438,11 @@ def sm100_or_exit() -> None:
     sys.exit(2)
 
 
-def measure(shape: tuple, config, repeats: int, seed: int, progress) -> Run:
-    """The leaderboard loop with the profiling config; the buffer after the last repeat (its 50 calls)."""
+def measure(S, submission: Path, shape: tuple, config, repeats: int, seed: int, progress) -> Run:
+    """The leaderboard loop with the profiling config of the submission module S; the buffer after the last repeat
+    (its 50 calls)."""
     import torch
 
-    import submission as S
     import test_benchmark
 
     launch = S.compile_config(config)
@@ -451,8 +468,8 @@ def measure(shape: tuple, config, repeats: int, seed: int, progress) -> Run:
                                                   max_repeats=repeats, max_time_ns=30e9)
     torch.cuda.synchronize()
     label = f"measured ({torch.cuda.get_device_name()})"
-    return Run(label, tuple(shape), config.name, config.pdl, pb.read_layout(REPO / "submission.py"),
-               buf.cpu().numpy(), stats["mean_us"], None, {**info, "benchmark": stats})
+    return Run(label, tuple(shape), config.name, config.pdl, pb.read_layout(submission), buf.cpu().numpy(),
+               stats["mean_us"], None, {**info, "benchmark": stats})
 
 
 # ----------------------------------------------------------------------------- bundle
@@ -501,7 +518,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stand-in", action="store_true", help="the timed emulator's profile as the measurement")
     ap.add_argument("--stand-in-cost", action="append", default=[], metavar="NAME=VALUE",
                     help="with --stand-in: cost rows the stand-in measurement is made with")
-    ap.add_argument("--submission", default=str(REPO / "submission.py"))
+    ap.add_argument("--submission", default=str(REPO / "submission.py"), help="the kernel file (measured and timed)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
     out = Path(args.out)
@@ -512,7 +529,8 @@ def main(argv=None) -> int:
 
     if args.from_bundle:
         runs = load_measured(Path(args.from_bundle))
-        meta = json.loads((Path(args.from_bundle) / "measured.json").read_text())
+        saved = json.loads((Path(args.from_bundle) / "measured.json").read_text())
+        meta = {k: v for k, v in saved.items() if k not in ("runs", "layout")}
         out.mkdir(parents=True, exist_ok=True)
     else:
         if not args.stand_in:
@@ -540,7 +558,7 @@ def main(argv=None) -> int:
 
             meta = {"measured_on": "SM100 GPU", **test_benchmark.environment_info()}
             for s, cfg in zip(shapes, configs):
-                runs.append(measure(s, cfg, args.repeats, seeds.get(s, 1111),
+                runs.append(measure(sub, submission, s, cfg, args.repeats, seeds.get(s, 1111),
                                     lambda msg: print(f"  {msg}", flush=True)))
                 print(f"[{_tag(s)}] {runs[-1].label}: {runs[-1].per_call_us:.3f} us per call ({cfg.name})", flush=True)
         meta.update({"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -577,7 +595,7 @@ def main(argv=None) -> int:
     chosen = write_overrides(out / "costs_fitted.yaml", pooled, provenance)
     print("fit (rows of emu/timing/b200.yaml; median over the shapes that identify each):")
     for name, row in pooled.items():
-        mark = "" if row["identified_in"] else "  (not identified: prior kept)"
+        mark = "" if row["identified_in"] else "  (a lower bound)" if row["write"] else "  (not identified: prior kept)"
         print(f"  {name:<26} {row['value']:10.4g}  (prior {row['prior']:g}; {row['identified_in']}/{row['shapes']} shapes)"
               f"{mark}")
     doc = {"label": f"tools/profile.py bundle: {meta.get('measured_on')} beside timed", **meta,
