@@ -204,8 +204,8 @@ def _compile_worker(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     out = Path(job["out"])
     cfg = S.KernelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["config"].items()})
-    compiled = cute.compile(ProfileStub(cfg, job["tiles"], job["spin_cycles"]), *S._fake_operands(),
-                            *S._fake_profile_buffer(cfg), options="--enable-tvm-ffi")
+    compiled = cute.compile(ProfileStub(cfg, job["tiles"], job["spin_cycles"]).profiled, *S._fake_operands(),
+                            S._fake_profile_buffer(), options="--enable-tvm-ffi")
     ptxs = sorted((out / "dump").glob("*.ptx"))
     if len(ptxs) != 1:
         raise RuntimeError(f"expected one PTX file in the dump, found {[p.name for p in ptxs]}")
@@ -251,7 +251,7 @@ def measure(shape, pdl: bool, tiles: int, spin_cycles: int, reps: int) -> dict:
 
     cfg = stand_in_config(shape, pdl)
     admit_this_gpu_for_host_side()
-    launch = cute.compile(ProfileStub(cfg, tiles, spin_cycles), *S._fake_operands(), *S._fake_profile_buffer(cfg),
+    launch = cute.compile(ProfileStub(cfg, tiles, spin_cycles).profiled, *S._fake_operands(), S._fake_profile_buffer(),
                           options="--enable-tvm-ffi")
     a, b1, b2, _, _, _, sfa, sfb1, sfb2, c = leaderboard_tensors(*shape)
     buf = torch.full((CALLS, S.SM_COUNT, S.PROFILE_WORDS), pb.NOT_WRITTEN, dtype=torch.int64, device="cuda")

@@ -292,9 +292,8 @@ def fit_rate(target_ns: float, base: dict, shape: tuple, config: str, submission
     if iterations <= 0 or not target_ns:
         out["how"] += ": not run (--fit-iterations 0)" if iterations <= 0 else ": no measured mainloop"
         return out
-    r0, s0 = prior, mainloop(prior)
+    r1, s1 = prior, mainloop(prior)
     slope = -1.0  # a load-bound mainloop scales as 1 / rate
-    r1, s1 = r0, s0
     for _ in range(iterations):
         if abs(s1 - target_ns) <= RATE_TOLERANCE * target_ns:
             break
@@ -303,7 +302,7 @@ def fit_rate(target_ns: float, base: dict, shape: tuple, config: str, submission
         s_next = mainloop(r_next)
         if r_next != r1 and s_next > 0 and s1 > 0:
             slope = (math.log(s_next) - math.log(s1)) / (math.log(r_next) - math.log(r1))
-        r0, s0, r1, s1 = r1, s1, r_next, s_next
+        r1, s1 = r_next, s_next
         if abs(slope) < 0.05:
             out["how"] += f": the timed mainloop hardly depends on the rate here (d log / d log = {slope:.3f})"
             break
@@ -450,7 +449,7 @@ def measure(S, submission: Path, shape: tuple, config, repeats: int, seed: int, 
     slices = list(buf.unbind(0))
     calls = [0]
 
-    def profiled(data):
+    def profiled_call(data):
         a, b1, b2, _, _, _, sfa, sfb1, sfb2, c = data
         launch(a, b1, b2, sfa, sfb1, sfb2, c, slices[calls[0] % CALLS])
         calls[0] += 1
@@ -459,12 +458,12 @@ def measure(S, submission: Path, shape: tuple, config, repeats: int, seed: int, 
     m, n, k, l = shape
     info = {"check": "50 outputs checked against the reference"}
     try:
-        stats = test_benchmark.benchmark_callable(profiled, m, n, k, l, seed, progress=progress,
+        stats = test_benchmark.benchmark_callable(profiled_call, m, n, k, l, seed, progress=progress,
                                                   max_repeats=repeats, max_time_ns=30e9)
     except test_benchmark.CheckFailed as e:
         info["check"] = f"FAILED: {e}"
         calls[0] = 0
-        stats = test_benchmark.benchmark_callable(profiled, m, n, k, l, seed, progress=progress, check=False,
+        stats = test_benchmark.benchmark_callable(profiled_call, m, n, k, l, seed, progress=progress, check=False,
                                                   max_repeats=repeats, max_time_ns=30e9)
     torch.cuda.synchronize()
     label = f"measured ({torch.cuda.get_device_name()})"
