@@ -311,6 +311,12 @@ def test_knob_off_compiles_no_stamp_and_knob_on_every_one():
         assert reg not in off
     assert on.count("%globaltimer") == on.count("%clock64") >= len(LAYOUT.phases) + 2
     assert on.count("%smid") == 1
+    # custom_kernel's call is unchanged: the knob-off TVM-FFI function takes the leaderboard's seven tensors (an
+    # optional eighth parameter on __call__ once made it expect eight for every config)
+    from emu.run import prepare
+
+    prep = prepare(256, 256, 512, 1, config_name=cfg.name)
+    assert prep.profile_shape is None and prep.cap.grid[0] * prep.cap.grid[1] * prep.cap.grid[2] > 0
 
 
 @pytest.mark.slow
