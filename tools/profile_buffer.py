@@ -175,8 +175,9 @@ class TimeBase:
         values = []
         for p in profiles:
             for ns, clk in p.events().values():
-                by_sm.setdefault(p.sm, []).append((ns, clk))
                 values.append(ns)
+                if p.sm >= 0:  # a record without its SM word (a CTA that never reached it) keeps %globaltimer alone
+                    by_sm.setdefault(p.sm, []).append((ns, clk))
         uniq = np.unique(np.asarray(values, dtype=np.int64))
         steps = np.diff(uniq)
         tick = float(steps[steps > 0].min()) if steps.size and (steps > 0).any() else 1.0
