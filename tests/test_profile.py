@@ -370,9 +370,11 @@ def test_a_rate_past_the_point_where_the_mainloop_stops_depending_on_it_is_a_low
     must say "lower bound" and write that bound, not claim 96 or any value it cannot tell from its neighbours."""
     from tools import profile as tool
 
-    assert tool.main(["--stand-in", "--shape", "256,256,1024", "--config", "m128n64_c1x1_e32_nopdl",
-                      "--fit-iterations", "3", "--jobs", "1", "--out", str(tmp_path),
-                      "--stand-in-cost=l2_to_sm_bytes_per_clk=96"]) == 0
+    assert tool.main(["--stand-in", "--shape", "256,256,1024", "--config", "m128n64_c1x1_e32_nopdl", "--no-timed",
+                      "--out", str(tmp_path), "--stand-in-cost=l2_to_sm_bytes_per_clk=96"]) == 0
+    assert (tmp_path / "measured.json").exists() and not (tmp_path / "profile.json").exists()  # as the session's
+    assert tool.main(["--from-bundle", str(tmp_path), "--out", str(tmp_path), "--fit-iterations", "3",
+                      "--jobs", "1"]) == 0  # GPU step, then its analysis step
     row = json.loads((tmp_path / "profile.json").read_text())["fit"]["rows"]["l2_to_sm_bytes_per_clk"]
     assert row["identified_in"] == 0 and row["write"]
     assert 64 < row["lower_bound"] <= 96 and row["value"] == row["lower_bound"]
