@@ -19,6 +19,7 @@ fallback used where apache-tvm-ffi is missing (measured on an H200, MEMORY.md "D
 Nothing but compiled kernels is kept between calls.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple, Tuple
 
@@ -71,6 +72,20 @@ L2_EVICT_FIRST = 0x12F0000000000000
 
 # Which tile coordinate selects a loaded operand's rows
 ROWS_OF_M_TILE, ROWS_OF_N_TILE, ROWS_OF_SFB_TILE = 0, 1, 2
+
+# KernelConfig.profile's buffer (decoded by tools/profile_buffer.py, which reads these lines): per CTA (linear index
+# x + X (y + Y z) over the grid) PROFILE_WORDS int64 words, -1 where nothing was written. Words 2i, 2i + 1: phase
+# PROFILE_PHASES[i] as (%globaltimer ns, %clock64); PROFILE_SM_WORD: %smid, plus 1 << 32 where the CTA issues the
+# MMAs; PROFILE_COUNT_WORD: accumulators the epilogue took; from PROFILE_RING_WORD, 4 words per accumulator j (slot
+# j % PROFILE_RING): stamps when the epilogue got it and when it released it.
+PROFILE_PHASES = (
+    "entry", "wait_begin", "wait_done", "tmem_alloc", "first_load", "mainloop_end", "epilogue_end", "exit",
+)
+PROFILE_RING = 32
+PROFILE_SM_WORD = 2 * len(PROFILE_PHASES)
+PROFILE_COUNT_WORD = PROFILE_SM_WORD + 1
+PROFILE_RING_WORD = PROFILE_SM_WORD + 2
+PROFILE_WORDS = PROFILE_RING_WORD + 4 * PROFILE_RING
 
 
 class SmemRing(NamedTuple):
@@ -126,6 +141,11 @@ class KernelConfig:
                  reading A from shared memory a second time; the two MMAs are issued by inline PTX
                  (mma_pair_a_collector), since the DSL's sm_100 MMA atom has no collector option. Off, the MMAs
                  are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. MEMORY.md "A collector".
+    profile:     record %globaltimer and %clock64 per CTA at its phase boundaries (entry; the TMA warp before and
+                 after griddepcontrol.wait; tensor memory allocated; the MMA warp's first stage landed and its mainloop
+                 end; each accumulator got and released by the epilogue; epilogue end; exit) into a buffer passed as
+                 an eighth argument (PROFILE_PHASES above; tools/profile.py). Only for measurement: custom_kernel
+                 never runs it (PROFILE_SPACE). Off, the PTX is unchanged.
     """
 
     mma_tile_mn: Tuple[int, int] = (128, 128)
@@ -135,6 +155,7 @@ class KernelConfig:
     b_evict_first: bool = True
     pdl: bool = True
     a_collector: bool = False
+    profile: bool = False
 
     @property
     def use_2cta(self) -> bool:
@@ -150,6 +171,7 @@ class KernelConfig:
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
+            f"{'_prof' if self.profile else ''}"
         )
 
 
@@ -183,6 +205,11 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
 ) + tuple(
     KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, a_collector=True)
     for tile, cluster in (((128, 64), (1, 1)), ((128, 128), (1, 1)), ((256, 64), (2, 1)), ((256, 128), (2, 1)))
+)
+# tools/profile.py's configs: the profiling twin of every CONFIG_TABLE and TUNE_SPACE config (name suffix _prof).
+# Apart from TUNE_SPACE because the tuner times candidates through custom_kernel, which has no profile buffer.
+PROFILE_SPACE = tuple(
+    dataclasses.replace(cfg, profile=True) for cfg in dict.fromkeys((*CONFIG_TABLE.values(), *TUNE_SPACE))
 )
 
 
@@ -343,6 +370,23 @@ class DualGemmKernel:
         self._launch(a, b1, b2, sfa_atoms.iterator, sfb1_atoms.iterator, sfb2_atoms.iterator, c)
 
     @cute.jit
+    def profiled(
+        self,
+        a: cute.Tensor,
+        b1: cute.Tensor,
+        b2: cute.Tensor,
+        sfa_atoms: cute.Tensor,
+        sfb1_atoms: cute.Tensor,
+        sfb2_atoms: cute.Tensor,
+        c: cute.Tensor,
+        profile_buf: cute.Tensor,
+    ):
+        """TVM-FFI entry of a KernelConfig.profile config: __call__'s tensors, then the (CTAs, PROFILE_WORDS) int64
+        profile buffer. A separate entry: the compiled function takes exactly its parameters, so an optional eighth
+        one on __call__ would change custom_kernel's call."""
+        self._launch(a, b1, b2, sfa_atoms.iterator, sfb1_atoms.iterator, sfb2_atoms.iterator, c, profile_buf)
+
+    @cute.jit
     def launch_from_pointers(
         self,
         a_ptr: cute.Pointer,
@@ -372,7 +416,7 @@ class DualGemmKernel:
         self._launch(operand(a_ptr, m), operand(b1_ptr, n), operand(b2_ptr, n), sfa_ptr, sfb1_ptr, sfb2_ptr, c)
 
     @cute.jit
-    def _launch(self, a, b1, b2, sfa_ptr, sfb1_ptr, sfb2_ptr, c):
+    def _launch(self, a, b1, b2, sfa_ptr, sfb1_ptr, sfb2_ptr, c, profile_buf=None):
         """Builds the scale views, TMA descriptors and smem layouts, then launches the kernel.
 
         The scales are read through the layout the permuted atoms imply (tile_atom_to_shape_SF); only
@@ -428,6 +472,7 @@ class DualGemmKernel:
 
         tile_sched_params, grid = self._compute_grid(c)
         self.shared_storage = self._shared_storage_type()
+        profile_args = (profile_buf,) if cutlass.const_expr(self.config.profile) else ()
 
         self.kernel(
             tiled_mma,
@@ -446,6 +491,7 @@ class DualGemmKernel:
             self.sfa_smem_layout_staged,
             self.sfb_smem_layout_staged,
             tile_sched_params,
+            *profile_args,
         ).launch(
             grid=grid,
             block=[self.THREADS_PER_CTA, 1, 1],
@@ -548,7 +594,10 @@ class DualGemmKernel:
         sfa_smem_layout_staged: cute.Layout,
         sfb_smem_layout_staged: cute.Layout,
         tile_sched_params: utils.PersistentTileSchedulerParams,
+        profile_buf: cute.Tensor = None,
     ):
+        if cutlass.const_expr(self.config.profile):
+            entry_stamp = profile_stamp()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tidx = cute.arch.thread_idx()[0]
         if cutlass.const_expr(self.config.pdl):
@@ -562,6 +611,8 @@ class DualGemmKernel:
         use_2cta = cute.size(tiled_mma.thr_id.shape) == 2
         bidx = cute.arch.block_idx()[0]
         is_leader_cta = bidx % cute.size(tiled_mma.thr_id.shape) == 0
+        if cutlass.const_expr(self.config.profile):
+            prof = ProfileRecord.of_this_cta(profile_buf)
 
         # ---- barriers: smem ring (TMA -> MMA), accumulators (MMA -> epilogue), tensor memory
         smem = SmemAllocator()
@@ -622,8 +673,15 @@ class DualGemmKernel:
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
+            if cutlass.const_expr(self.config.profile):
+                wait_begin_stamp = profile_stamp()
             if cutlass.const_expr(self.config.pdl):
                 cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible
+            if cutlass.const_expr(self.config.profile):
+                wait_done_stamp = profile_stamp()
+                if tidx == 32 * self.TMA_WARP:
+                    prof.put("wait_begin", wait_begin_stamp)
+                    prof.put("wait_done", wait_done_stamp)
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
             while work_tile.is_valid_tile:
@@ -680,6 +738,15 @@ class DualGemmKernel:
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
             acc_producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_acc_stage)
+            if cutlass.const_expr(self.config.profile):
+                # Wait for the first stage once more than the mainloop does (a full stage stays full until released).
+                if is_leader_cta and work_tile.is_valid_tile:
+                    ab_pipeline.consumer_wait(ab_consumer_state)
+                    first_load_stamp = profile_stamp()
+                    if cutlass.const_expr(self.config.pdl):
+                        cute.arch.griddepcontrol_wait()  # returns at once: the TMA warp waited before its first load
+                    if tidx == 32 * self.MMA_WARP:
+                        prof.put("first_load", first_load_stamp)
             while work_tile.is_valid_tile:
                 tile_n = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)[1]
                 tCtAcc1 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index)]
@@ -732,6 +799,10 @@ class DualGemmKernel:
                 acc_producer_state.advance()
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
+            if cutlass.const_expr(self.config.profile):
+                mainloop_end_stamp = profile_stamp()
+                if is_leader_cta and tidx == 32 * self.MMA_WARP:
+                    prof.put("mainloop_end", mainloop_end_stamp)
             acc_pipeline.producer_tail(acc_producer_state)
 
         # ============================================================ epilogue warps
@@ -739,6 +810,8 @@ class DualGemmKernel:
             tmem.allocate(TMEM_COLUMNS)
             tmem.wait_for_alloc()
             acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+            if cutlass.const_expr(self.config.profile):
+                tmem_alloc_stamp = profile_stamp()
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
 
             epi = self._epilogue_views(tidx, tCtAcc_base, tCgC)
@@ -747,6 +820,11 @@ class DualGemmKernel:
             tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
             if cutlass.const_expr(self.config.pdl):
                 cute.arch.griddepcontrol_wait()  # no store to C before the previous kernel is done with it
+            if cutlass.const_expr(self.config.profile):
+                if tidx == 0:  # stamps taken before the wait are stored after it: none races the previous kernel
+                    prof.put("entry", entry_stamp)
+                    prof.put("tmem_alloc", tmem_alloc_stamp)
+                    prof.put_sm(is_leader_cta)
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
@@ -756,6 +834,10 @@ class DualGemmKernel:
                 tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
                 tTR_tAcc2 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
                 acc_pipeline.consumer_wait(acc_consumer_state)
+                if cutlass.const_expr(self.config.profile):
+                    got_stamp = profile_stamp()
+                    if tidx == 0:
+                        prof.put_handoff(acc_consumer_state.count, 0, got_stamp)
                 for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
                     cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
                     cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
@@ -765,13 +847,26 @@ class DualGemmKernel:
                 # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(acc_consumer_state)
+                if cutlass.const_expr(self.config.profile):
+                    released_stamp = profile_stamp()
+                    if tidx == 0:
+                        prof.put_handoff(acc_consumer_state.count, 1, released_stamp)
                 acc_consumer_state.advance()
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
 
+            if cutlass.const_expr(self.config.profile):
+                epilogue_end_stamp = profile_stamp()
+                if tidx == 0:
+                    prof.put("epilogue_end", epilogue_end_stamp)
+                    prof.put_count(acc_consumer_state.count)
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
+            if cutlass.const_expr(self.config.profile):
+                exit_stamp = profile_stamp()
+                if tidx == 0:
+                    prof.put("exit", exit_stamp)
 
     def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
         """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
@@ -1005,6 +1100,64 @@ def ex2_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
     )
 
 
+def _read_i64_register(name: str, loc=None, ip=None):
+    """A 64-bit special register, by an opaque instruction with side effects (kept in place by the compiler)."""
+    return cutlass.Int64(
+        llvm.inline_asm(T.i64(), [], f"mov.u64 $0, {name};", "=l", has_side_effects=True, is_align_stack=False,
+                        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    )
+
+
+@dsl_user_op
+def profile_stamp(*, loc=None, ip=None):
+    """(%globaltimer, %clock64) now: the GPU's nanosecond clock (one for all SMs) and this SM's cycle counter, read
+    back to back (PTX ISA 10 "Special Registers")."""
+    return tuple(_read_i64_register(name, loc, ip) for name in ("%globaltimer", "%clock64"))
+
+
+@dsl_user_op
+def profile_smid(*, loc=None, ip=None) -> cutlass.Int32:
+    """%smid: the SM this CTA runs on (its %clock64 is that SM's)."""
+    return cutlass.Int32(
+        llvm.inline_asm(T.i32(), [], "mov.u32 $0, %smid;", "=r", has_side_effects=True, is_align_stack=False,
+                        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    )
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """This CTA's record in the profile buffer (KernelConfig.profile; layout at PROFILE_PHASES). Stores only: the
+    kernel reads each stamp in a whole (converged) warp, so its two registers are read back to back, then one thread
+    stores it. A dataclass, not a NamedTuple: DSL 4.3.5 carries only dataclasses through a dynamic `if`."""
+
+    buf: cute.Tensor  # (CTAs, PROFILE_WORDS) Int64 tensor in global memory
+    cta: cutlass.Int32  # this CTA's linear index in the grid
+
+    @staticmethod
+    def of_this_cta(buf) -> "ProfileRecord":
+        bx, by, bz = cute.arch.block_idx()
+        gx, gy, _ = cute.arch.grid_dim()
+        return ProfileRecord(buf, bx + gx * (by + gy * bz))
+
+    def _put_pair(self, word, stamp) -> None:
+        self.buf[(self.cta, word)] = stamp[0]
+        self.buf[(self.cta, word + 1)] = stamp[1]
+
+    def put(self, phase: str, stamp) -> None:
+        self._put_pair(2 * PROFILE_PHASES.index(phase), stamp)
+
+    def put_handoff(self, tile, released: int, stamp) -> None:
+        self._put_pair(PROFILE_RING_WORD + 4 * (tile % PROFILE_RING) + 2 * released, stamp)
+
+    def put_sm(self, issues_mma) -> None:
+        self.buf[(self.cta, PROFILE_SM_WORD)] = cutlass.Int64(profile_smid()) | (
+            cutlass.Int64(cutlass.Int32(issues_mma)) << 32
+        )
+
+    def put_count(self, tiles) -> None:
+        self.buf[(self.cta, PROFILE_COUNT_WORD)] = cutlass.Int64(tiles)
+
+
 # tcgen05 shared-memory descriptor bits above the start address: LBO 16 B (1 << 16), SBO 1024 B (64 << 32), version
 # 1 (bit 46), layout 2 = SWIZZLE_128B (bits 61-63): what the DSL ORs onto every A/B descriptor of this kernel.
 SMEM_DESC_SW128_KMAJOR = 0x4000404000010000
@@ -1079,6 +1232,12 @@ def _fake_operands():
     return fp4(m), fp4(n), fp4(n), scale_atoms(rm), scale_atoms(rn), scale_atoms(rn), c
 
 
+def _fake_profile_buffer():
+    """The profile buffer's compile-time stand-in: (CTAs, PROFILE_WORDS) int64 (KernelConfig.profile)."""
+    return make_fake_compact_tensor(cutlass.Int64, (cute.sym_int(), PROFILE_WORDS), stride_order=(1, 0),
+                                    assumed_align=16)
+
+
 def _tvm_ffi_available() -> bool:
     try:
         import tvm_ffi  # noqa: F401
@@ -1101,8 +1260,13 @@ def compile_config(config: KernelConfig, tvm_ffi: bool = USE_TVM_FFI):
     launcher = _compiled.get(key)
     if launcher is None:
         kernel = DualGemmKernel(config)
-        if tvm_ffi:
+        if tvm_ffi and config.profile:
+            launcher = cute.compile(kernel.profiled, *_fake_operands(), _fake_profile_buffer(),
+                                    options="--enable-tvm-ffi")
+        elif tvm_ffi:
             launcher = cute.compile(kernel, *_fake_operands(), options="--enable-tvm-ffi")
+        elif config.profile:
+            raise ValueError(f"{config.name}: the profile buffer is passed through TVM-FFI only (apache-tvm-ffi)")
         else:
             launcher = _pointer_launcher(kernel)
         _compiled[key] = launcher

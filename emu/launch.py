@@ -409,6 +409,7 @@ K_DL_CUDA = 2
 DT_FP4X2 = (17, 4, 2)   # kDLFloat4_e2m1fn, torch.float4_e2m1fn_x2 (two e2m1 per byte)
 DT_E4M3 = (10, 8, 1)    # kDLFloat8_e4m3fn
 DT_F16 = (2, 16, 1)     # kDLFloat
+DT_I64 = (0, 64, 1)     # kDLInt (KernelConfig.profile's buffer)
 
 
 def leaderboard_tensors(m: int, n: int, k: int, l: int) -> dict[str, tuple[tuple, tuple, tuple]]:
@@ -686,13 +687,15 @@ def call_host_pointers(art: Path, ptx: str, m: int, n: int, k: int, l: int, addr
     return call_host_c_abi(art, ptx, C_ABI_PREFIX, args)
 
 
-def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int]) -> dict:
-    """Call the exported TVM-FFI host function once with DLTensors at `addresses`; return what the stubs saw."""
+def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int], extra=()) -> dict:
+    """Call the exported TVM-FFI host function once with DLTensors at `addresses`; return what the stubs saw.
+    `extra`: (name, dtype, shape, strides) of tensors the function takes after the leaderboard's seven."""
     lib, kernel_name, params = open_host_library(art, ptx)
     keep = []
-    tensors = leaderboard_tensors(m, n, k, l)
-    args = (_TVMFFIAny * len(OPERANDS))()
-    for i, name in enumerate(OPERANDS):
+    tensors = {**leaderboard_tensors(m, n, k, l), **{name: spec for name, *spec in extra}}
+    names = OPERANDS + tuple(name for name, *_ in extra)
+    args = (_TVMFFIAny * len(names))()
+    for i, name in enumerate(names):
         (code, bits, lanes), shape, strides = tensors[name]
         sh = (ctypes.c_int64 * len(shape))(*shape)
         st = (ctypes.c_int64 * len(strides))(*strides)
@@ -706,23 +709,26 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
     with host_output(lib) as printed:
-        rc = fn(None, ctypes.addressof(args), len(OPERANDS), ctypes.addressof(result))
+        rc = fn(None, ctypes.addressof(args), len(names), ctypes.addressof(result))
     return recorded_launch(lib, kernel_name, params, rc, "the host function", printed[0])
 
 
 def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
                    addresses: dict[str, int], sm_count: int | None = None, dsl: str = "default",
-                   host_path: str = "tvm_ffi") -> CapturedLaunch:
+                   host_path: str = "tvm_ffi", extra=()) -> CapturedLaunch:
     """The launch submission_path's host code makes for config on an (m, n, k, l) problem whose 7 tensors
-    live at `addresses` ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c": emulator global addresses)."""
+    live at `addresses` ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c": emulator global addresses). `extra`:
+    (name, dtype, shape, strides) of further tensor arguments (at addresses[name]), TVM-FFI entry only."""
     import time
 
-    missing = [n_ for n_ in OPERANDS if n_ not in addresses]
+    missing = [n_ for n_ in OPERANDS + tuple(e[0] for e in extra) if n_ not in addresses]
     if missing:
         raise ValueError(f"addresses lacks {missing}")
     t0 = time.time()
     if host_path not in ("tvm_ffi", "pointer"):
         raise ValueError(f"host_path must be 'tvm_ffi' or 'pointer', got {host_path!r}")
+    if extra and host_path != "tvm_ffi":
+        raise ValueError("extra tensor arguments need the TVM-FFI entry (the pointer fallback takes the seven operands)")
     art = compile_artifacts(submission_path, config, sm_count, dsl, variant=host_path)
     t1 = time.time()
     ptx = (art / "kernel.ptx").read_text()
@@ -734,7 +740,10 @@ def capture_launch(submission_path: str, config, m: int, n: int, k: int, l: int,
     if log.exists() and dsl_errors(log.read_text()):
         raise LaunchError(f"the DSL reported an error while compiling {config.name}: "
                           + " | ".join(dsl_errors(log.read_text())))
-    rec = (call_host if host_path == "tvm_ffi" else call_host_pointers)(art, ptx, m, n, k, l, addresses)
+    if host_path == "tvm_ffi":
+        rec = call_host(art, ptx, m, n, k, l, addresses, extra)
+    else:
+        rec = call_host_pointers(art, ptx, m, n, k, l, addresses)
     t2 = time.time()
     return CapturedLaunch(
         ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],

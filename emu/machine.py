@@ -282,6 +282,8 @@ class Machine:
             val = 1
         elif base == "%dynamic_smem_size":
             val = self.dyn_smem
+        elif base == "%smid":
+            val = self.sm_index(cta)
         elif base in ("%globaltimer", "%globaltimer_lo", "%clock64", "%clock"):
             # PTX ISA 10 "Special Registers": %globaltimer counts nanoseconds, %clock64 SM cycles. The functional
             # machine has no clock, so both count executed warp-instructions (monotone, as the ISA requires); the
@@ -295,6 +297,13 @@ class Machine:
     def timer(self) -> tuple[int, int]:
         """(%globaltimer in ns, %clock64 in cycles) now."""
         return self.clock, self.clock
+
+    def sm_index(self, cta) -> int:
+        """%smid (PTX ISA 10 "Special Registers": the SM the CTA runs on, constant for the CTA). The functional
+        machine places no CTA on an SM: CTA x + X (y + Y z) on SM of that number, which a grid of at most one CTA per
+        SM (this package's persistent grids) could have."""
+        x, y, z = cta.ctaid
+        return x + self.grid[0] * (y + self.grid[1] * z)
 
     @property
     def clock(self) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import ptx as ptx_mod
-from .launch import CompileError, LaunchError, capture_launch, leaderboard_tensors
+from .launch import DT_I64, CompileError, LaunchError, capture_launch, leaderboard_tensors
 from .machine import POLICIES, Deadlock, Machine, Schedule
 from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
 
@@ -103,6 +103,7 @@ class EmulationResult:
     notes: list = field(default_factory=list)  # emu.state.Note: model violations with a hardware-verified precedent
     runs: list = field(default_factory=list)  # ScheduleRun per schedule run, in order
     schedules: list = field(default_factory=list)  # names of the schedules the verdict asked for
+    profile: object = None  # KernelConfig.profile's buffer after the run: int64 (CTAs, words) (tools/profile_buffer.py)
 
     @property
     def exit_code(self) -> int:
@@ -198,13 +199,14 @@ def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
 
 
 def find_config(sub, m: int, n: int, k: int, l: int, config_name: str | None, submission):
-    """The submission's config by name (TUNE_SPACE or CONFIG_TABLE), or the one it picks for the shape."""
+    """The submission's config by name (TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE), or the one it picks for the shape."""
     if config_name is None:
         return sub.config_for(m, n, k, l)
     matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
-              [c for c in sub.CONFIG_TABLE.values() if c.name == config_name]
+              [c for c in sub.CONFIG_TABLE.values() if c.name == config_name] + \
+              [c for c in getattr(sub, "PROFILE_SPACE", ()) if c.name == config_name]
     if not matches:
-        raise SystemExit(f"no config named {config_name} in TUNE_SPACE or CONFIG_TABLE of {submission}")
+        raise SystemExit(f"no config named {config_name} in TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE of {submission}")
     return matches[0]
 
 
@@ -218,6 +220,14 @@ class Prepared:
     gmem: GlobalMemory
     addresses: dict
     cap: object
+    profile_shape: tuple | None = None  # (CTAs, words) of the profile buffer at addresses["profile"], if any
+
+    def profile_words(self):
+        """The profile buffer as the kernel left it, or None for a config that does not profile."""
+        if self.profile_shape is None:
+            return None
+        rows, words = self.profile_shape
+        return self.gmem.read(self.addresses["profile"], rows * words * 8).view(np.int64).reshape(rows, words).copy()
 
 
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
@@ -238,16 +248,22 @@ def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addresses = place_inputs(gmem, data, m, n, k, l)
+    extra, profile_shape = (), None
+    if getattr(config, "profile", False):
+        # One record per CTA for the largest persistent grid, every word -1 (not written), as tools/profile.py has it.
+        profile_shape = (sub.SM_COUNT, sub.PROFILE_WORDS)
+        addresses["profile"] = gmem.alloc_array(np.full(profile_shape, -1, np.int64))
+        extra = (("profile", DT_I64, profile_shape, (profile_shape[1], 1)),)
     try:
         cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
-                             host_path=host_path)
+                             host_path=host_path, extra=extra)
     except CompileError as e:
         return EmulationResult("compile", config.name, (m, n, k, l), mode, message=str(e))
     except LaunchError as e:
         return EmulationResult("launch", config.name, (m, n, k, l), mode, message=str(e))
     except RuntimeError as e:  # the capture cannot be made here (e.g. a host function this DSL cannot export)
         return EmulationResult("unsupported", config.name, (m, n, k, l), mode, message=str(e))
-    return Prepared(config, data, gmem, addresses, cap)
+    return Prepared(config, data, gmem, addresses, cap, profile_shape)
 
 
 def launch_summary(cap, host_path: str = "tvm_ffi", sm_count: int | None = None) -> dict:
@@ -279,10 +295,13 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     res.schedules = [s.name for s in plan]
     res.launch = launch_summary(cap, host_path, sm_count)
     c_poison = gmem.read(addresses["c"], m * n * l * 2)
+    profile_blank = prep.profile_words()
     notes = {}
     for schedule in plan:
         t1 = time.time()
         gmem.write(addresses["c"], c_poison)
+        if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
+            gmem.write(addresses["profile"], profile_blank)
         run = execute(cap, gmem, clusters=clusters, progress=progress, schedule=schedule)
         one = ScheduleRun(schedule.name, run.status, run.message)
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
@@ -304,6 +323,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         if one.status != "match" and stop_at_failure:
             break
     res.notes = list(notes.values())
+    res.profile = prep.profile_words()
     res.seconds = time.time() - t0
     return res
 
@@ -347,6 +367,8 @@ def _compare(reference, config, data, gmem, addresses, machine, m, n, l, all_clu
         written = np.zeros((m // tm, n // tn, l), bool)
         base = addresses["c"]
         for addr, nbytes in machine.store_log:
+            if not base <= addr < base + m * n * l * 2:
+                continue  # a store to another buffer (KernelConfig.profile's)
             e = (addr - base) // 2
             b, rem = divmod(e, m * n)
             row, col = divmod(rem, n)

@@ -7,5 +7,6 @@ it prints one line saying so and exits 2:
   views        the kernel's operand views address the right bytes (any CUDA GPU)
   tma_loads    the kernel's own TMA loads bring the right tiles (sm_90+; all six loads on a B200)
   epilogue     the epilogue's stores put every element where C needs it (any CUDA GPU)
+  profile_stamps  KernelConfig.profile's stamps, buffer and decode with a stub body (sm_90+; --emulate: on the CPU)
   device_stub  the stub kernel they share: the kernel's real host side with a replaceable device body
 """

@@ -43,6 +43,7 @@ class KernelArgs(NamedTuple):
     sfa_smem_layout_staged: object
     sfb_smem_layout_staged: object
     tile_sched_params: object
+    profile_buf: object = None  # KernelConfig.profile's buffer (configs that profile)
 
 
 class DeviceStub(S.DualGemmKernel):
@@ -73,13 +74,14 @@ class DeviceStub(S.DualGemmKernel):
         sfa_smem_layout_staged: cute.Layout,
         sfb_smem_layout_staged: cute.Layout,
         tile_sched_params: utils.PersistentTileSchedulerParams,
+        profile_buf: cute.Tensor = None,
     ):
         self.body(
             KernelArgs(
                 tiled_mma, tiled_mma_sfb, tma_atom_a, mA_mkl, tma_atom_b1, mB1_nkl, tma_atom_b2, mB2_nkl,
                 tma_atom_sfa, mSFA_mkl, tma_atom_sfb1, mSFB1_nkl, tma_atom_sfb2, mSFB2_nkl, mC_mnl,
                 cluster_layout_vmnk, cluster_layout_sfb_vmnk, a_smem_layout_staged, b_smem_layout_staged,
-                sfa_smem_layout_staged, sfb_smem_layout_staged, tile_sched_params,
+                sfa_smem_layout_staged, sfb_smem_layout_staged, tile_sched_params, profile_buf,
             )
         )
 

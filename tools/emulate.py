@@ -5,7 +5,7 @@
                             [--schedules N | --schedule POLICY:SEED ...] [--submission PATH]
                             [--clusters all|N] [--sm-count N] [--json PATH]
     python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
-                            [--trace PATH] [--full-grid] [--cost NAME=VALUE ...]
+                            [--trace PATH] [--full-grid] [--costs FILE] [--cost NAME=VALUE ...]
     python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
@@ -23,7 +23,8 @@ semantics as the emulator implements them, nothing about B200 timing.
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
 programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
-cluster), costs from emu/timing/b200.yaml (--cost NAME=VALUE overrides a row). It also checks C for the clusters it
+cluster), costs from emu/timing/b200.yaml (--costs FILE: an overrides file such as tools/profile.py's fit;
+--cost NAME=VALUE overrides a row, after FILE). It also checks C for the clusters it
 simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
 --trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
 --calibration judges the timed emulator on public B200 version logs (emu/calibration/timing.py): every point of
@@ -80,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timing", action="store_true", help="time one leaderboard call in the timed emulator")
     ap.add_argument("--trace", default=None, help="with --timing: write a Chrome trace here and a PNG beside it")
     ap.add_argument("--full-grid", action="store_true", help="with --timing: simulate every cluster, not one per wave")
+    ap.add_argument("--costs", default=None, metavar="FILE",
+                    help="with --timing: an overrides file ('overrides: {row: value}', e.g. tools/profile.py's fit)")
     ap.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
                     help="with --timing: override a row of emu/timing/b200.yaml (repeatable)")
     ap.add_argument("--calibration", action="store_true",
@@ -142,7 +145,7 @@ def _timed(args) -> int:
     from emu.timing import costs as cost_table
     from emu.timing.call import timed_emulate
 
-    overrides = {}
+    overrides = cost_table.read_overrides(args.costs) if args.costs else {}
     for item in args.cost:
         name, _, value = item.partition("=")
         overrides[name] = float(value)

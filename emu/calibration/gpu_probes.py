@@ -157,13 +157,14 @@ class ProbeResult:
                 f"warp-instructions, {self.stats.get('tma_bytes', 0)} TMA bytes, {self.seconds:.1f} s")
 
 
-def capture(art: Path, shape: tuple, addresses: dict):
-    """The probe's TVM-FFI call (7 tensors at `addresses`) through the runtime stand-ins: an emu.launch.CapturedLaunch."""
+def capture(art: Path, shape: tuple, addresses: dict, extra=()):
+    """The probe's TVM-FFI call (7 tensors at `addresses`, then `extra` as emu.launch.call_host takes it) through the
+    runtime stand-ins: an emu.launch.CapturedLaunch."""
     from emu.launch import CapturedLaunch, call_host
 
     ptx = (art / "kernel.ptx").read_text()
     meta = json.loads((art / "meta.json").read_text())
-    rec = call_host(art, ptx, *shape, addresses)
+    rec = call_host(art, ptx, *shape, addresses, extra)
     return CapturedLaunch(
         ptx=ptx, kernel_name=rec["kernel_name"], grid=rec["grid"], block=rec["block"], cluster=rec["cluster"],
         dynamic_smem=rec["dynamic_smem"], params=rec["blobs"], dsl_version=meta["dsl_version"],

@@ -193,6 +193,7 @@ def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = 
     res.stats = timed.stats
     if timed.status == "completed":
         res.notes = list(timed.machine.notes.values())
+        res.profile = prep.profile_words()
         res.status, res.message, res.checked_elements = run_mod._compare(
             reference, prep.config, prep.data, prep.gmem, prep.addresses, timed.machine, m, n, l,
             res.clusters_run == res.clusters_total)

@@ -2,6 +2,7 @@
 
     costs = load()                      # the table as published
     costs = load(overrides={"l2_to_sm_bytes_per_clk": 96})   # a fit or an experiment
+    costs = load(overrides=read_overrides("build/profile/costs_fitted.yaml"))   # tools/profile.py's fit
     costs.hbm_bytes_per_clk             # converted to the units the engine uses (cycles, bytes per cycle)
 
 Every constant the engine uses is a row of the table; a row the engine does not know, or a constant the engine asks
@@ -69,6 +70,16 @@ class Costs:
 
     def describe(self) -> str:
         return ", ".join(f"{r.name}={r.value:g} {r.unit}" for r in self.rows.values() if r.fitted)
+
+
+def read_overrides(path: Path | str) -> dict:
+    """An overrides file (e.g. the fit tools/profile.py writes): YAML with a mapping `overrides: {row: value}`; the
+    rest of the file (provenance) is for people."""
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    table = raw.get("overrides") if isinstance(raw, dict) else None
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: no 'overrides:' mapping of cost-table rows to values")
+    return {str(k): float(v) for k, v in table.items()}
 
 
 def load(path: Path | str = TABLE, overrides: dict | None = None) -> Costs:

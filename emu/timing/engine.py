@@ -119,7 +119,9 @@ class TimedMachine(Machine):
         self.now = 0.0
         self.heap = []
         self.seq = 0
-        self.marks = {}  # CTA id -> {"start", "first_load", "first_mma", "last_mma", "commits": [...], "end"}
+        # CTA id -> {"start", "first_load", "first_mma", "last_mma", "commits": [...], "exit" (its last warp done),
+        # "end" (and its stores in L2)}
+        self.marks = {}
         self.sms = sorted({id(sm): sm for _, sms in placement.values() for sm in sms}.values(), key=lambda s: s.index)
         self.queue_done = {}  # in-order async queue -> completion of its last operation
         self.prefetched = {}  # global allocation base -> [(arrival, fraction of the allocation)] of L2 prefetches
@@ -141,6 +143,9 @@ class TimedMachine(Machine):
         """Simulated time: %globaltimer in ns at the table's clock, %clock64 in cycles (both from the call's frame, where
         the previous kernel ended at 0)."""
         return int(self.costs.us(self.now) * 1000), int(self.now)
+
+    def sm_index(self, cta) -> int:
+        return cta.sm.index
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj) -> None:
@@ -349,6 +354,7 @@ class TimedMachine(Machine):
 
     def _cta_exit_check(self, cta) -> None:
         if all(x.done for x in cta.warps):
+            self.marks[cta.ctaid]["exit"] = self.now
             self.marks[cta.ctaid]["end"] = max(self.now, cta.sm.stores_done)
 
     # ------------------------------------------------------------------ asynchronous operations
@@ -374,6 +380,8 @@ class TimedMachine(Machine):
         if op.queue is not None:
             done = max(done, self.queue_done.get(op.queue, 0.0))
             self.queue_done[op.queue] = done
+        if op.cost.unit == "commit":  # its arrival, in order behind the MMAs it tracks
+            self.marks[op.cost.dests[0].ctaid]["commits"].append(done)
         self._push(done, OP_EVENT, (cluster, op))
 
     def _completion(self, op) -> float:
@@ -422,10 +430,7 @@ class TimedMachine(Machine):
                 sm.tc_ordered = start
             return start + c.tcgen05_cp_latency
         if cost.unit in ("commit", "arrive"):  # in order behind its queue's earlier operations (submit())
-            done = t + c.tcgen05_commit_latency
-            if cost.unit == "commit":
-                self.marks[cost.dests[0].ctaid]["commits"].append(done)
-            return done
+            return t + c.tcgen05_commit_latency
         if cost.unit == "store":
             sm = cost.dests[0].sm
             done = max(sm.smem.transfer(t, cost.nbytes), sm.store.transfer(t, cost.nbytes),

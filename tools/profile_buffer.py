@@ -1,0 +1,236 @@
+"""The profile buffer of KernelConfig.profile: its layout, its decoder, one time axis for every stamp, the timeline.
+
+Audience: tools/profile.py (on a B200: the leaderboard loop with profiling on), probes/profile_stamps.py (any sm_90+
+GPU: the same recording helper and slots in a stub kernel) and the tests (the emulator's functional and timed runs
+write the same buffer). Only numpy: a bundle decodes anywhere, without the CuTe DSL, torch or a GPU.
+
+The writer is submission.py (the device code); its PROFILE_* constants are the layout, read here from its source
+(read_layout), so the file the leaderboard takes stays one file and the layout has one definition. Per CTA (linear
+index x + X (y + Y z) over the grid) a record of `words` int64, -1 where nothing was written:
+    2 i, 2 i + 1        phase i of `phases`: %globaltimer (ns), %clock64 (cycles of the CTA's SM)
+    sm_word             %smid, plus 1 << 32 where this CTA issues the MMAs (a 2-CTA pair's leader, every 1-CTA CTA)
+    count_word          accumulators the epilogue took (the CTA's tiles)
+    ring_word + 4 j     hand-off j % ring: (ns, clock) when the epilogue got accumulator j, (ns, clock) when it
+                        released it (the ring keeps the last `ring` of a CTA's tiles)
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+# submission.py's layout constants, in Layout's field order
+LAYOUT_NAMES = ("PROFILE_PHASES", "PROFILE_RING", "PROFILE_SM_WORD", "PROFILE_COUNT_WORD", "PROFILE_RING_WORD",
+                "PROFILE_WORDS")
+NOT_WRITTEN = -1
+# Phases only the CTA that issues the MMAs can see: a 2-CTA pair's peer never waits on the shared-memory ring.
+MMA_ISSUER_PHASES = ("first_load", "mainloop_end")
+# Orders the kernel's synchronisation guarantees within a CTA (a before b): program order within one warp, the
+# CTA-wide barrier after `entry`, a TMA load issued after the wait and landed before the MMA warp sees it, an
+# accumulator handed over after its MMAs. Other pairs of phases are on different warps and may come in either order.
+ORDER = (("entry", "wait_begin"), ("wait_begin", "wait_done"), ("entry", "tmem_alloc"), ("wait_done", "first_load"),
+         ("first_load", "mainloop_end"), ("wait_done", "got 0"), ("first_load", "got 0"), ("tmem_alloc", "got 0"),
+         ("epilogue_end", "exit"))
+# Timeline rows, named as the timed emulator's trace names its warp rows (emu.timing.trace, emu.machine.role_of) so
+# both timelines read alike: the warp that stamps each phase (submission.DualGemmKernel's TMA_WARP, MMA_WARP, and
+# thread 0 of epilogue warp 0).
+ROW_TMA, ROW_MMA, ROW_EPILOGUE = "warp 5 (TMA)", "warp 4 (MMA)", "warp 0 (epilogue)"
+
+
+@dataclass(frozen=True)
+class Layout:
+    phases: tuple
+    ring: int
+    sm_word: int
+    count_word: int
+    ring_word: int
+    words: int
+
+    def phase_word(self, name: str) -> int:
+        return 2 * self.phases.index(name)
+
+    def as_dict(self) -> dict:
+        return {"phases": list(self.phases), "ring": self.ring, "sm_word": self.sm_word,
+                "count_word": self.count_word, "ring_word": self.ring_word, "words": self.words}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Layout":
+        return cls(tuple(d["phases"]), int(d["ring"]), int(d["sm_word"]), int(d["count_word"]), int(d["ring_word"]),
+                   int(d["words"]))
+
+
+def read_layout(submission: Path | str = REPO / "submission.py") -> Layout:
+    """The PROFILE_* assignments of submission.py, evaluated in order (they are literals and arithmetic on each
+    other: no import of the CuTe DSL needed)."""
+    tree = ast.parse(Path(submission).read_text())
+    ns: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id in LAYOUT_NAMES for t in node.targets):
+            exec(compile(ast.Module([node], []), str(submission), "exec"), {"__builtins__": {"len": len}}, ns)
+    missing_names = [name for name in LAYOUT_NAMES if name not in ns]
+    if missing_names:
+        raise ValueError(f"{submission} defines no profile layout ({', '.join(missing_names)} missing)")
+    return Layout(tuple(ns["PROFILE_PHASES"]), *(int(ns[name]) for name in LAYOUT_NAMES[1:]))
+
+
+@dataclass
+class CtaProfile:
+    """One CTA's record of one call. Stamps are (%globaltimer ns, %clock64 cycles) as the device wrote them."""
+
+    call: int
+    cta: int
+    sm: int
+    issues_mma: bool
+    stamps: dict  # phase -> (ns, clock)
+    handoffs: list  # (tile index, got (ns, clock), released (ns, clock) or None)
+    tiles: int
+
+    def events(self) -> dict:
+        """Every stamp by name: the phases, then "got j" / "released j" for each hand-off kept."""
+        out = dict(self.stamps)
+        for j, got, released in self.handoffs:
+            out[f"got {j}"] = got
+            if released is not None:
+                out[f"released {j}"] = released
+        return out
+
+
+def decode(words: np.ndarray, layout: Layout) -> list:
+    """CtaProfiles of a buffer: int64 words shaped (CTAs, layout.words) for one call or (calls, CTAs, words). A
+    record without an entry stamp is a CTA that did not run (the buffer has rows for 148 CTAs; a representative-
+    cluster emulation runs a few): left out."""
+    w = np.asarray(words, dtype=np.int64)
+    if w.ndim == 2:
+        w = w[None]
+    if w.ndim != 3 or w.shape[2] != layout.words:
+        raise ValueError(f"profile buffer of shape {w.shape}: expected (calls, CTAs, {layout.words})")
+    out = []
+    entry = layout.phase_word("entry")
+    for call in range(w.shape[0]):
+        for cta in np.nonzero(w[call, :, entry] != NOT_WRITTEN)[0]:
+            rec = w[call, cta]
+            stamps = {}
+            for i, name in enumerate(layout.phases):
+                if rec[2 * i] != NOT_WRITTEN:
+                    stamps[name] = (int(rec[2 * i]), int(rec[2 * i + 1]))
+            sm_word, count = int(rec[layout.sm_word]), int(rec[layout.count_word])
+            tiles = max(count, 0)
+            handoffs = []
+            for j in range(max(0, tiles - layout.ring), tiles):
+                base = layout.ring_word + 4 * (j % layout.ring)
+                if rec[base] == NOT_WRITTEN:
+                    continue
+                released = (int(rec[base + 2]), int(rec[base + 3])) if rec[base + 2] != NOT_WRITTEN else None
+                handoffs.append((j, (int(rec[base]), int(rec[base + 1])), released))
+            out.append(CtaProfile(call, int(cta), sm_word & 0xFFFFFFFF if sm_word != NOT_WRITTEN else -1,
+                                  sm_word != NOT_WRITTEN and bool(sm_word >> 32), stamps, handoffs, tiles))
+    return out
+
+
+def missing(p: CtaProfile, layout: Layout) -> list:
+    """Phases this CTA should have stamped and did not, and hand-offs short of its tile count."""
+    want = [ph for ph in layout.phases if p.issues_mma or ph not in MMA_ISSUER_PHASES]
+    gaps = [ph for ph in want if ph not in p.stamps]
+    if p.sm < 0:
+        gaps.append("sm")
+    if p.tiles < 1:
+        gaps.append("tiles")
+    kept = min(p.tiles, layout.ring)
+    if len(p.handoffs) != kept or any(r is None for _, _, r in p.handoffs):
+        gaps.append(f"hand-offs ({len(p.handoffs)} of {kept})")
+    return gaps
+
+
+def disorder(p: CtaProfile) -> list:
+    """Pairs the kernel's synchronisation orders that the CTA's %clock64 stamps contradict (one SM's clock: exact
+    within a CTA), and hand-offs out of order (got j <= released j <= got j + 1)."""
+    ev = {k: v[1] for k, v in p.events().items()}
+    bad = [f"{a} > {b}" for a, b in ORDER if a in ev and b in ev and ev[a] > ev[b]]
+    chain = [t for _, got, rel in p.handoffs for t in (got, rel) if t is not None]
+    bad += [f"hand-off stamps out of order at {i}" for i in range(1, len(chain)) if chain[i - 1][1] > chain[i][1]]
+    if p.handoffs and "epilogue_end" in ev and p.handoffs[-1][2] is not None and p.handoffs[-1][2][1] > ev["epilogue_end"]:
+        bad.append("last release > epilogue_end")
+    return bad
+
+
+@dataclass
+class TimeBase:
+    """One nanosecond axis for every stamp. %globaltimer is the same on every SM but may tick coarsely (its
+    resolution is not specified by the PTX ISA; probes/profile_stamps.py measures it); %clock64 counts the SM's
+    cycles, fine but per SM. Per SM, a line ns = offset + cycles / ghz is fitted over all its stamps (many calls
+    when measured): a stamp's time is then the line at its cycle count, placed on the global axis by
+    %globaltimer and as fine as %clock64. `ghz` is the median SM clock over SMs (a measurement of the clock)."""
+
+    ghz: float = 0.0
+    tick_ns: float = 1.0
+    lines: dict = field(default_factory=dict)  # sm -> (offset ns, ghz)
+    residual_ns: float = 0.0  # the largest |globaltimer - line| over all stamps
+
+    @classmethod
+    def fit(cls, profiles: list) -> "TimeBase":
+        by_sm: dict = {}
+        values = []
+        for p in profiles:
+            for ns, clk in p.events().values():
+                values.append(ns)
+                if p.sm >= 0:  # a record without its SM word (a CTA that never reached it) keeps %globaltimer alone
+                    by_sm.setdefault(p.sm, []).append((ns, clk))
+        uniq = np.unique(np.asarray(values, dtype=np.int64))
+        steps = np.diff(uniq)
+        tick = float(steps[steps > 0].min()) if steps.size and (steps > 0).any() else 1.0
+        slopes = {}
+        for sm, pts in by_sm.items():
+            a = np.asarray(pts, dtype=np.float64)
+            if np.ptp(a[:, 1]) > 0 and np.ptp(a[:, 0]) >= 10 * tick:
+                slopes[sm] = np.polyfit(a[:, 1], a[:, 0], 1)[0]  # ns per cycle
+        if not slopes:
+            return cls(0.0, tick, {}, 0.0)
+        ghz = float(1.0 / np.median(list(slopes.values())))
+        lines, worst = {}, 0.0
+        for sm, pts in by_sm.items():
+            a = np.asarray(pts, dtype=np.float64)
+            # %globaltimer reads the last tick: the true time is half a tick later on average.
+            offset = float(np.mean(a[:, 0] - a[:, 1] / ghz)) + (tick / 2 if tick > 1 else 0.0)
+            lines[sm] = (offset, ghz)
+            worst = max(worst, float(np.abs(a[:, 0] + (tick / 2 if tick > 1 else 0.0) - offset - a[:, 1] / ghz).max()))
+        return cls(ghz, tick, lines, worst)
+
+    def ns(self, p: CtaProfile, stamp) -> float:
+        line = self.lines.get(p.sm)
+        if line is None:
+            return float(stamp[0])
+        return line[0] + stamp[1] / line[1]
+
+
+def times(p: CtaProfile, tb: TimeBase, origin: float = 0.0) -> dict:
+    """Every event of the CTA in ns on the time base, minus origin."""
+    return {k: tb.ns(p, v) - origin for k, v in p.events().items()}
+
+
+def spans(p: CtaProfile, tb: TimeBase, origin: float, label: str) -> list:
+    """The CTA's phases as timeline spans (emu.timing.trace.Trace.spans rows: CTA label, row, start, end, kind,
+    name), in ns since origin: the TMA warp's prologue and griddepcontrol.wait, the MMA warp's wait for the first
+    stage and its mainloop, epilogue warp 0's prologue, per tile its wait for the accumulator and its work, then its
+    teardown."""
+    t = times(p, tb, origin)
+    out = []
+
+    def add(row, a, b, kind, name):
+        if a in t and b in t:
+            out.append((label, row, t[a], t[b], kind, name))
+
+    add(ROW_TMA, "entry", "wait_begin", "busy", "prologue")
+    add(ROW_TMA, "wait_begin", "wait_done", "wait", "griddepcontrol.wait")
+    add(ROW_MMA, "tmem_alloc", "first_load", "wait", "first stage")
+    add(ROW_MMA, "first_load", "mainloop_end", "tensor core", "mainloop (MMA issue)")
+    add(ROW_EPILOGUE, "entry", "tmem_alloc", "busy", "prologue and tensor-memory allocation")
+    previous = "tmem_alloc"
+    for j, _, _ in p.handoffs:
+        add(ROW_EPILOGUE, previous, f"got {j}", "wait", f"accumulator {j}")
+        add(ROW_EPILOGUE, f"got {j}", f"released {j}", "busy", f"tile {j}")
+        previous = f"released {j}"
+    add(ROW_EPILOGUE, "epilogue_end", "exit", "busy", "teardown")
+    return out
