@@ -108,6 +108,14 @@ class TmaLoad(NamedTuple):
     product: object = None  # product_per_cta: the product (0: B1, 1: B2) whose CTA issues it; None: every CTA
 
 
+class ExchangeRing(NamedTuple):
+    """This CTA's end of the split_k / product_per_cta exchange (DualGemmKernel.exchange_plan): its barriers and buffer."""
+
+    full: object  # EXCHANGE_SLOTS mbarriers: incoming fragments landed (st.async complete-tx + senders' expect-tx)
+    empty: object  # EXCHANGE_SLOTS mbarriers: the receiver has read the slot this CTA sent into
+    buffer: object  # shared address (Int32) of the receive slots
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """One point of the tuning space.
@@ -705,7 +713,9 @@ class DualGemmKernel:
                 defer_sync=True,
             )
         if cutlass.const_expr(self.exchange["bytes"]):
-            self._exchange_init(storage, warp_idx)
+            xring = ExchangeRing(storage.exchange_full_mbar.data_ptr(), storage.exchange_empty_mbar.data_ptr(),
+                                 cutlass.Int32(storage.exchange_buf.data_ptr().toint()))
+            self._exchange_init(xring, warp_idx)
         pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
@@ -920,10 +930,10 @@ class DualGemmKernel:
                     self._epilogue_tail(epi, acc1_pipeline, acc_pipeline, acc_consumer_state, tTR_tAcc1, tTR_tAcc2,
                                         tTR_gC)
                 elif cutlass.const_expr(self.config.split_k > 1):
-                    exchange_state = self._epilogue_split_k(epi, storage, part, tidx, acc_pipeline, acc_consumer_state,
+                    exchange_state = self._epilogue_split_k(epi, xring, part, tidx, acc_pipeline, acc_consumer_state,
                                                             tTR_tAcc1, tTR_tAcc2, tTR_gC, exchange_state)
                 elif cutlass.const_expr(self.config.product_per_cta):
-                    exchange_state = self._epilogue_product_pair(epi, storage, part, tidx, acc_pipeline,
+                    exchange_state = self._epilogue_product_pair(epi, xring, part, tidx, acc_pipeline,
                                                                  acc_consumer_state, tTR_tAcc1, tTR_gC, exchange_state)
                 else:
                     acc_pipeline.consumer_wait(acc_consumer_state)
@@ -941,7 +951,7 @@ class DualGemmKernel:
                 work_tile = tile_sched.get_current_work()
 
             if cutlass.const_expr(self.exchange["bytes"]):
-                self._exchange_drain(storage, exchange_state, part)
+                self._exchange_drain(xring, exchange_state, part)
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
@@ -994,7 +1004,7 @@ class DualGemmKernel:
             cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
 
     @cute.jit
-    def _epilogue_split_k(self, epi, storage, part, tidx, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC,
+    def _epilogue_split_k(self, epi, xring, part, tidx, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC,
                           slots):
         """split_k: per subtile, slices 1.. send their partial acc1 and acc2 to slice 0 (exchange fragments
         2 (s - 1) and 2 (s - 1) + 1), which adds them to its own, then runs silu * mul and the stores."""
@@ -1007,23 +1017,23 @@ class DualGemmKernel:
             for acc, tTR_tAcc in zip(accs, (tTR_tAcc1, tTR_tAcc2)):
                 cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], acc)
             if part == 0:
-                self._exchange_wait_full(storage, slots)
+                self._exchange_wait_full(xring, slots)
                 for sender in cutlass.range_constexpr(1, self.config.split_k):
                     for a in cutlass.range_constexpr(2):
-                        self._exchange_read(storage, slots, 2 * (sender - 1) + a, tidx, partial)
+                        self._exchange_read(xring, slots, 2 * (sender - 1) + a, tidx, partial)
                         add_(accs[a], partial)
                 for sender in cutlass.range_constexpr(1, self.config.split_k):
-                    self._exchange_release(storage, slots, receiver + sender * self.launch_cluster_mn[0])
+                    self._exchange_release(xring, slots, receiver + sender * self.launch_cluster_mn[0])
                 silu_mul_(accs[0], accs[1])
                 rC.store(accs[0].load().to(C_DTYPE))
                 cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
             else:
-                self._exchange_send(storage, slots, accs, 2 * (part - 1), receiver, tidx)
+                self._exchange_send(xring, slots, accs, 2 * (part - 1), receiver, tidx)
             slots.advance()
         return slots
 
     @cute.jit
-    def _epilogue_product_pair(self, epi, storage, part, tidx, acc_pipeline, acc_state, tTR_tAcc, tTR_gC, slots):
+    def _epilogue_product_pair(self, epi, xring, part, tidx, acc_pipeline, acc_state, tTR_tAcc, tTR_gC, slots):
         """product_per_cta: CTA p holds acc_p of the whole tile and stores C's half p. Per subtile of its half it
         sends the peer the matching subtile of the other half of acc_p, and takes the peer's accumulator for its own."""
         half = cute.size(tTR_tAcc, mode=[3]) // 2
@@ -1034,11 +1044,11 @@ class DualGemmKernel:
         acc_pipeline.consumer_wait(acc_state)
         for i in cutlass.range_constexpr(half):
             cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)
-            self._exchange_send(storage, slots, (other,), 0, peer, tidx)
+            self._exchange_send(xring, slots, (other,), 0, peer, tidx)
             cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, part * half + i)], own)
-            self._exchange_wait_full(storage, slots)
-            self._exchange_read(storage, slots, 0, tidx, other)
-            self._exchange_release(storage, slots, peer)
+            self._exchange_wait_full(xring, slots)
+            self._exchange_read(xring, slots, 0, tidx, other)
+            self._exchange_release(xring, slots, peer)
             if part == 0:
                 silu_mul_(own, other)
                 rC.store(own.load().to(C_DTYPE))
@@ -1055,28 +1065,28 @@ class DualGemmKernel:
     # every sender thread's st.async completes tx on it and the thread arrives with expect-tx of its bytes; empty[s]
     # (each sender's smem): the receiver's 128 epilogue threads arrive remotely once they have read the slot.
     @cute.jit
-    def _exchange_init(self, storage, warp_idx):
+    def _exchange_init(self, xring, warp_idx):
         """Before pipeline_init_arrive, whose fence and cluster barrier publish the inits to the peers."""
         senders = self.config.split_k - 1 if self.config.split_k > 1 else 1
         threads = 32 * len(self.EPILOGUE_WARPS)
         if warp_idx == self.EPILOGUE_WARPS[0]:
             with cute.arch.elect_one():
                 for slot in cutlass.range_constexpr(EXCHANGE_SLOTS):
-                    cute.arch.mbarrier_init(storage.exchange_full_mbar.data_ptr() + slot, threads * senders)
-                    cute.arch.mbarrier_init(storage.exchange_empty_mbar.data_ptr() + slot, threads)
+                    cute.arch.mbarrier_init(xring.full + slot, threads * senders)
+                    cute.arch.mbarrier_init(xring.empty + slot, threads)
 
-    def _exchange_address(self, storage, slots, fragment, tidx):
+    def _exchange_address(self, xring, slots, fragment, tidx):
         slot_bytes = self.exchange["bytes"] // EXCHANGE_SLOTS
-        return (cutlass.Int32(storage.exchange_buf.data_ptr().toint()) + slots.index * slot_bytes
+        return (xring.buffer + slots.index * slot_bytes
                 + fragment * self.exchange["fragment_bytes"] + tidx * 16)
 
     @cute.jit
-    def _exchange_send(self, storage, slots, fragments, first_fragment, dst_rank, tidx):
+    def _exchange_send(self, xring, slots, fragments, first_fragment, dst_rank, tidx):
         """Once the receiver has freed slot `slots`, st.async this thread's registers of `fragments` into it, as
         fragments first_fragment.., and arrive on its full barrier expecting those bytes."""
-        cute.arch.mbarrier_wait(storage.exchange_empty_mbar.data_ptr() + slots.index, slots.phase)
-        full = storage.exchange_full_mbar.data_ptr() + slots.index
-        remote = mapa_shared_cluster(self._exchange_address(storage, slots, first_fragment, tidx), dst_rank)
+        cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+        full = xring.full + slots.index
+        remote = mapa_shared_cluster(self._exchange_address(xring, slots, first_fragment, tidx), dst_rank)
         remote_full = mapa_shared_cluster(cutlass.Int32(full.toint()), dst_rank)
         chunks = self.epi_tile_n // 4
         for f, fragment in enumerate(fragments):
@@ -1086,29 +1096,29 @@ class DualGemmKernel:
         cute.arch.mbarrier_arrive_and_expect_tx(full, len(fragments) * self.epi_tile_n * 4, dst_rank)
 
     @cute.jit
-    def _exchange_wait_full(self, storage, slots):
-        cute.arch.mbarrier_wait(storage.exchange_full_mbar.data_ptr() + slots.index, slots.phase ^ 1)
+    def _exchange_wait_full(self, xring, slots):
+        cute.arch.mbarrier_wait(xring.full + slots.index, slots.phase ^ 1)
 
     @cute.jit
-    def _exchange_read(self, storage, slots, fragment, tidx, out):
+    def _exchange_read(self, xring, slots, fragment, tidx, out):
         """This thread's registers of incoming `fragment` of slot `slots` (after _exchange_wait_full)."""
-        address = self._exchange_address(storage, slots, fragment, tidx)
+        address = self._exchange_address(xring, slots, fragment, tidx)
         for j in cutlass.range_constexpr(self.epi_tile_n // 4):
             values = ld_shared_v4_f32(address + j * self.cta_tile_mn[0] * 16)
             for e in cutlass.range_constexpr(4):
                 out[4 * j + e] = values[e]
 
     @cute.jit
-    def _exchange_release(self, storage, slots, sender_rank):
-        cute.arch.mbarrier_arrive(storage.exchange_empty_mbar.data_ptr() + slots.index, sender_rank)
+    def _exchange_release(self, xring, slots, sender_rank):
+        cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)
 
     @cute.jit
-    def _exchange_drain(self, storage, slots, part):
+    def _exchange_drain(self, xring, slots, part):
         """A sending CTA waits until its receiver has read the last slots: it may not exit while the receiver's
         remote arrivals on its barriers are still to come."""
         if part != 0 or cutlass.const_expr(self.config.product_per_cta):
             for _ in cutlass.range_constexpr(EXCHANGE_SLOTS):
-                cute.arch.mbarrier_wait(storage.exchange_empty_mbar.data_ptr() + slots.index, slots.phase)
+                cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
                 slots.advance()
 
     def _ring_and_loads(
