@@ -17,11 +17,12 @@ SUB = load_submission(REPO / "submission.py")
 
 
 def small_shape(cfg) -> tuple:
-    """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg."""
+    """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg (a k-tile for each
+    slice of a K split)."""
     cm, cn = cfg.cluster_mn
     m = 128 * cm
     n = max(128, cfg.cta_tile_mn[1] * cn)
-    return (m, n, 512, 1)
+    return (m, n, max(512, 256 * cfg.split_k), 1)
 
 
 @pytest.mark.parametrize("cfg", SUB.TUNE_SPACE, ids=lambda c: c.name)
