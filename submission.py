@@ -58,6 +58,7 @@ SF_ATOM_MN = 32  # scale atoms are 32 rows x 4 row-groups x 4 k-groups (512 byte
 BARRIER_BYTES = 1024  # mbarriers + tmem pointer, padded to the 1024-byte buffer alignment
 DSL_STATIC_SMEM = 1024  # static shared memory the DSL adds to every such kernel (compiled: cubin reports it)
 EXCHANGE_SLOTS = 2  # split_k / product_per_cta: epilogue subtiles in flight between CTAs (double buffer)
+TAIL_SILU_COLUMNS = 64  # tail_k_tiles: accumulator columns per thread whose silu the epilogue holds ahead of acc2
 
 AB_DTYPE = cutlass.Float4E2M1FN
 SF_DTYPE = cutlass.Float8E4M3FN
@@ -868,32 +869,24 @@ class DualGemmKernel:
 
                 if cutlass.const_expr(self.config.tail_k_tiles):
                     # The tail: A@B1 over the last k-tiles, their stages held; acc1 to the epilogue; then A@B2 over
-                    # the same stages, each released after its MMAs.
-                    tail_first = ab_consumer_state.clone()
-                    for product in cutlass.range_constexpr(2):
-                        acc, tCrB, tCtSFB = products[product]
-                        if cutlass.const_expr(product == 1):
-                            ab_consumer_state = tail_first.clone()
-                            tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)
-                        for k_tile in range(tail_k_tiles):
-                            if is_leader_cta:
-                                if cutlass.const_expr(product == 0):
-                                    ab_pipeline.consumer_wait(ab_consumer_state)
-                                stage = (None, None, None, None, ab_consumer_state.index)
-                                for copy_s2t, src, dst in (s2t_sfa, (s2t_sfb1, s2t_sfb2)[product]):
-                                    cute.copy(copy_s2t, src[stage], dst)
-                                for kblock in cutlass.range(cute.size(tCrA, mode=[2]), unroll_full=True):
-                                    kcoord = (None, None, kblock, ab_consumer_state.index)
-                                    tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
-                                    tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
-                                    cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
-                                    tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
-                                if cutlass.const_expr(product == 1):
-                                    ab_pipeline.consumer_release(ab_consumer_state)
-                            ab_consumer_state.advance()
-                        if cutlass.const_expr(product == 0):
-                            if is_leader_cta:
-                                acc1_pipeline.producer_commit(acc_producer_state)
+                    # the same stages (walked again from tail_start), each released after its MMAs.
+                    tail_start = ab_consumer_state.clone()
+                    for k_tile in range(tail_k_tiles):
+                        if is_leader_cta:
+                            ab_pipeline.consumer_wait(ab_consumer_state)
+                            self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb1), tCrA, tCtSFA,
+                                              products[0])
+                            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)  # see _tail_k_tile
+                        ab_consumer_state.advance()
+                    if is_leader_cta:
+                        acc1_pipeline.producer_commit(acc_producer_state)
+                    tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)
+                    for k_tile in range(tail_k_tiles):
+                        if is_leader_cta:
+                            self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2), tCrA, tCtSFA, products[1])
+                            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                            ab_pipeline.consumer_release(tail_start)
+                        tail_start.advance()
                 if is_leader_cta:
                     acc_pipeline.producer_commit(acc_producer_state)
                 acc_producer_state.advance()
@@ -956,6 +949,22 @@ class DualGemmKernel:
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
 
+    @staticmethod
+    def _tail_k_tile(tiled_mma, stage, scale_copies, tCrA, tCtSFA, product):
+        """tail_k_tiles: one k-tile of one product, (accumulator, B fragment, SFB in tensor memory): its scales
+        into tensor memory, then the four k-block MMAs (the DSL's, collector::a::discard). The caller sets the
+        atom's ACCUMULATE again in its own branch: the DSL carries tiled_mma out of a branch only where the branch
+        itself calls its set()."""
+        acc, tCrB, tCtSFB = product
+        for copy_s2t, src, dst in scale_copies:
+            cute.copy(copy_s2t, src[(None, None, None, None, stage)], dst)
+        for kblock in range(cute.size(tCrA, mode=[2])):  # a plain function: a Python loop, unrolled
+            kcoord = (None, None, kblock, stage)
+            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+            tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
+            cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
+            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+
     def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
         """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
 
@@ -986,21 +995,32 @@ class DualGemmKernel:
     # ------------------------------------------------------------------ epilogue variants of the tile protocols
     @cute.jit
     def _epilogue_tail(self, epi, acc1_pipeline, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC):
-        """tail_k_tiles: silu(acc1) of the whole tile into registers as soon as acc1 is final, while the MMA warp
-        still runs A@B2's last k-tiles; then acc2, the product and the stores."""
+        """tail_k_tiles: silu(acc1) into registers as soon as acc1 is final, while the MMA warp still runs A@B2's last
+        k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first TAIL_SILU_COLUMNS columns (all of
+        a 64-wide tile); a 128-wide tile's rest follows a subtile at a time. Holding all 128, or unrolling that loop,
+        took 255 registers and spilled under DSL 4.3.5 (compiled)."""
         subtiles = cute.size(tTR_tAcc1, mode=[3])
-        silu1 = [cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(subtiles)]
+        ahead = min(subtiles, TAIL_SILU_COLUMNS // self.epi_tile_n)
+        silu1 = [cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(ahead)]
+        acc1 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         acc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
         acc1_pipeline.consumer_wait(acc_state)
-        for subtile in cutlass.range_constexpr(subtiles):
+        for subtile in cutlass.range_constexpr(ahead):
             cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], silu1[subtile])
             silu_(silu1[subtile])
         acc_pipeline.consumer_wait(acc_state)
-        for subtile in cutlass.range_constexpr(subtiles):
+        for subtile in cutlass.range_constexpr(ahead):
             cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
             mul_(silu1[subtile], acc2)
             rC.store(silu1[subtile].load().to(C_DTYPE))
+            cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
+        # The rest one subtile at a time (a loop, not unrolled: ptxas would hoist every subtile's loads).
+        for subtile in cutlass.range(ahead, subtiles):
+            cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], acc1)
+            cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
+            silu_mul_(acc1, acc2)
+            rC.store(acc1.load().to(C_DTYPE))
             cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
 
     @cute.jit
@@ -1151,13 +1171,14 @@ class DualGemmKernel:
 
         sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
         sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        # product_per_cta: one B and one SFB buffer; the CTA of product 1 loads B2 and SFB2 into them.
+        sB2 = sB1
+        if cutlass.const_expr(not self.config.product_per_cta):
+            sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
         sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
-        if cutlass.const_expr(self.config.product_per_cta):
-            # One B and one SFB buffer: the CTA of product 1 loads B2 and SFB2 into them.
-            sB2, sSFB2 = sB1, sSFB1
-        else:
-            sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        sSFB2 = sSFB1
+        if cutlass.const_expr(not self.config.product_per_cta):
             sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
 
         a_mcast_mask = None
@@ -1247,14 +1268,11 @@ class DualGemmKernel:
     def _mma_tile_coord(self, cta_tile_coord, tiled_mma):
         """Scheduler CTA coordinate -> MMA tile coordinate (a 2-CTA pair shares one MMA tile along M; the
         tile_ctas CTAs of a K split or product pair share one along N)."""
+        tile_m = cta_tile_coord[0] // cute.size(tiled_mma.thr_id.shape)
         tile_n = cta_tile_coord[1]
         if cutlass.const_expr(self.config.tile_ctas > 1):
             tile_n = tile_n // self.config.tile_ctas
-        return (
-            cta_tile_coord[0] // cute.size(tiled_mma.thr_id.shape),
-            tile_n,
-            cta_tile_coord[2],
-        )
+        return (tile_m, tile_n, cta_tile_coord[2])
 
     @staticmethod
     def _tma_copy(load: "TmaLoad", src, producer_state, barrier, k_first):

@@ -92,14 +92,12 @@ MUTANTS = (
     # the tail (tail_k_tiles): acc1's own barrier, the held stages, acc2's first MMA when the tail is all of K
     Mutant("tail_acc1_not_awaited", "tail: acc1 read before its barrier",
            "        acc1_pipeline.consumer_wait(acc_state)\n", "", C_TAIL, (256, 128, 1024, 1)),
-    Mutant("tail_stages_released_early", "tail: held stages released after the A@B1 pass",
-           "                                if cutlass.const_expr(product == 1):\n"
-           "                                    ab_pipeline.consumer_release(ab_consumer_state)\n",
-           "                                if cutlass.const_expr(product == 0):\n"
-           "                                    ab_pipeline.consumer_release(ab_consumer_state)\n",
-           C_TAIL, (256, 256, 1024, 1), sm_count=2),
+    Mutant("tail_b2_pass_wrong_stages", "tail: A@B2 reads the stages after the held ones",
+           "self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2)",
+           "self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb2)", C_TAIL, (256, 256, 1024, 1),
+           sm_count=2),
     Mutant("tail_acc2_not_cleared", "tail: A@B2 not cleared when the tail is all of K",
-           "                            tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)\n", "", C_TAIL,
+           "                    tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)\n", "", C_TAIL,
            (256, 128, 512, 1)),
     # the exchange through distributed shared memory (split_k, product_per_cta)
     Mutant("exchange_read_before_full", "exchange: slot read before its full barrier",
