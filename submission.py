@@ -110,7 +110,7 @@ class TmaLoad(NamedTuple):
 
 
 class ExchangeRing(NamedTuple):
-    """This CTA's end of the split_k / product_per_cta exchange (DualGemmKernel.exchange_plan): its barriers and buffer."""
+    """This CTA's end of the split_k / product_per_cta exchange (DualGemmKernel.exchange_plan): barriers, buffer."""
 
     full: object  # EXCHANGE_SLOTS mbarriers: incoming fragments landed (st.async complete-tx + senders' expect-tx)
     empty: object  # EXCHANGE_SLOTS mbarriers: the receiver has read the slot this CTA sent into
@@ -143,7 +143,7 @@ class KernelConfig:
                  More CTAs for shapes whose tiles leave SMs idle. 1: off, PTX unchanged. Name suffix _sk<S>.
     tail_k_tiles: the last T k-tiles of each tile compute A@B1 first (their stages stay held), hand acc1 to the
                  epilogue through its own barrier, then A@B2 over the same stages, so silu(acc1) overlaps the second
-                 product's tail (guaguabear, 1st place; arseni's write-up). 0: off, PTX unchanged. Suffix _t<T>.
+                 product's tail (guaguabear's design, from arseni's write-up). 0: off, PTX unchanged. Suffix _t<T>.
     product_per_cta: two CTAs (the cluster's N direction) compute the same output tile, CTA 0 A@B1 and CTA 1 A@B2,
                  each with one accumulator of the whole tile N; A is multicast to both; before silu*mul each sends
                  the other half of its accumulator to its peer through distributed shared memory (gau-nernst v3).
@@ -329,7 +329,8 @@ class DualGemmKernel:
                            "epilogue tile must divide the half tile each CTA stores")
         plan = DualGemmKernel.plan_for(config)
         if plan["ab_stages"] < 2 or plan["acc_stages"] < 1:
-            return False, f"shared or tensor memory too small: {plan['ab_stages']} ring stages, {plan['acc_stages']} accumulator stages"
+            return False, (f"shared or tensor memory too small: {plan['ab_stages']} ring stages, "
+                           f"{plan['acc_stages']} accumulator stages")
         if not 0 <= config.tail_k_tiles <= plan["ab_stages"]:
             return False, f"tail_k_tiles holds that many ring stages: 0..{plan['ab_stages']} for this tile"
         return True, ""
@@ -883,7 +884,8 @@ class DualGemmKernel:
                     tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)
                     for k_tile in range(tail_k_tiles):
                         if is_leader_cta:
-                            self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2), tCrA, tCtSFA, products[1])
+                            self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2), tCrA, tCtSFA,
+                                              products[1])
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                             ab_pipeline.consumer_release(tail_start)
                         tail_start.advance()
@@ -1029,7 +1031,7 @@ class DualGemmKernel:
         """split_k: per subtile, slices 1.. send their partial acc1 and acc2 to slice 0 (exchange fragments
         2 (s - 1) and 2 (s - 1) + 1), which adds them to its own, then runs silu * mul and the stores."""
         receiver = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) - part * self.launch_cluster_mn[0]
-        accs = (cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE), cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE))
+        accs = tuple(cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(2))
         partial = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
         acc_pipeline.consumer_wait(acc_state)
@@ -1057,7 +1059,8 @@ class DualGemmKernel:
         """product_per_cta: CTA p holds acc_p of the whole tile and stores C's half p. Per subtile of its half it
         sends the peer the matching subtile of the other half of acc_p, and takes the peer's accumulator for its own."""
         half = cute.size(tTR_tAcc, mode=[3]) // 2
-        peer = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) + (1 - 2 * part) * self.launch_cluster_mn[0]
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        peer = rank + (1 - 2 * part) * self.launch_cluster_mn[0]
         own = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         other = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)

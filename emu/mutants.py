@@ -123,6 +123,7 @@ MUTANTS = (
            "tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)",
            "tTR_tAcc[(None, None, None, part * half + i)], other)", C_PAIR, (128, 128, 512, 1)),
     Mutant("pair_products_swapped", "product pair: each CTA loads the other product's B",
-           "                            if part == load.product:\n", "                            if part != load.product:\n",
+           "                            if part == load.product:\n",
+           "                            if part != load.product:\n",
            C_PAIR, (128, 128, 512, 1)),
 )

@@ -206,7 +206,8 @@ class StoreAsync:
                              f"{cta.rank}) must be in the same CTA (PTX ISA 9.7.9.12)")
             bar = bar_cta.mbarriers.get(bar_off)
             if bar is None:
-                raise Hazard(f"{ins.opcode}: no initialised mbarrier at shared offset {bar_off:#x} of CTA rank {bar_cta.rank}")
+                raise Hazard(f"{ins.opcode}: no initialised mbarrier at shared offset {bar_off:#x} of CTA rank "
+                             f"{bar_cta.rank}")
             check_remote_use(bar, w, ins.opcode)
             note_signal(bar, w, ex.clock)
             data = np.array([int(v[lane]) for v in values], np.uint64).astype(f"<u{esize}").view(np.uint8)

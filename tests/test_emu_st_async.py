@@ -79,8 +79,9 @@ def test_st_async_misaligned_vector_is_a_hazard():
 
 
 def test_st_async_forms():
-    ok = parse_module(kernel_text("    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r1], {%r2, %r3, %r4, %r5}, [%r6];\n"
-                                  "    st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b64 [%r1], %rd2, [%r6];"))
+    ok = parse_module(kernel_text(
+        "    st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r1], {%r2, %r3, %r4, %r5}, [%r6];\n"
+        "    st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b64 [%r1], %rd2, [%r6];"))
     decode_kernel(ok)
     for form in ("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b64 [%r1], {%rd2, %rd3, %rd4, %rd5}, [%r6];",
                  "st.async.shared::cluster.v4.b32 [%r1], {%r2, %r3, %r4, %r5}, [%r6];"):
