@@ -58,6 +58,8 @@ MMA_INST_K = 64
 SF_ATOM_MN = 32  # scale atoms are 32 rows x 4 row-groups x 4 k-groups (512 bytes)
 BARRIER_BYTES = 1024  # mbarriers + tmem pointer, padded to the 1024-byte buffer alignment
 DSL_STATIC_SMEM = 1024  # static shared memory the DSL adds to every such kernel (compiled: cubin reports it)
+EXCHANGE_SLOTS = 2  # split_k / product_per_cta: epilogue subtiles in flight between CTAs (double buffer)
+TAIL_SILU_COLUMNS = 64  # tail_k_tiles: accumulator columns per thread whose silu the epilogue holds ahead of acc2
 
 AB_DTYPE = cutlass.Float4E2M1FN
 SF_DTYPE = cutlass.Float8E4M3FN
@@ -119,6 +121,15 @@ class TmaLoad(NamedTuple):
     mcast_mask: object  # CTAs of the cluster that receive the tile, or None
     rows: int  # ROWS_OF_M_TILE / ROWS_OF_N_TILE / ROWS_OF_SFB_TILE (SFB atoms cover 128 rows)
     cache_policy: object  # L2 eviction priority, or None for the default
+    product: object = None  # product_per_cta: the product (0: B1, 1: B2) whose CTA issues it; None: every CTA
+
+
+class ExchangeRing(NamedTuple):
+    """This CTA's end of the split_k / product_per_cta exchange (DualGemmKernel.exchange_plan): barriers, buffer."""
+
+    full: object  # EXCHANGE_SLOTS mbarriers: incoming fragments landed (st.async complete-tx + senders' expect-tx)
+    empty: object  # EXCHANGE_SLOTS mbarriers: the receiver has read the slot this CTA sent into
+    buffer: object  # shared address (Int32) of the receive slots
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,17 @@ class KernelConfig:
                  reading A from shared memory a second time; the two MMAs are issued by inline PTX
                  (mma_pair_a_collector), since the DSL's sm_100 MMA atom has no collector option. Off, the MMAs
                  are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. MEMORY.md "A collector".
+    split_k:     K split over this many CTAs of a cluster (the cluster's N direction, so cluster N must be 1): CTA s
+                 of the split accumulates its share of the k-tiles, slices 1.. send their partial accumulators
+                 through distributed shared memory (st.async) to slice 0, which adds them and runs the one epilogue.
+                 More CTAs for shapes whose tiles leave SMs idle. 1: off, PTX unchanged. Name suffix _sk<S>.
+    tail_k_tiles: the last T k-tiles of each tile compute A@B1 first (their stages stay held), hand acc1 to the
+                 epilogue through its own barrier, then A@B2 over the same stages, so silu(acc1) overlaps the second
+                 product's tail (guaguabear's design, from arseni's write-up). 0: off, PTX unchanged. Suffix _t<T>.
+    product_per_cta: two CTAs (the cluster's N direction) compute the same output tile, CTA 0 A@B1 and CTA 1 A@B2,
+                 each with one accumulator of the whole tile N; A is multicast to both; before silu*mul each sends
+                 the other half of its accumulator to its peer through distributed shared memory (gau-nernst v3).
+                 Off: PTX unchanged. Suffix _ppc.
     profile:     record %globaltimer and %clock64 per CTA at its phase boundaries (entry; the TMA warp before and
                  after griddepcontrol.wait; tensor memory allocated; the MMA warp's first stage landed and its mainloop
                  end; each accumulator got and released by the epilogue; epilogue end; exit) into a buffer passed as
@@ -155,6 +177,9 @@ class KernelConfig:
     b_evict_first: bool = True
     pdl: bool = True
     a_collector: bool = False
+    split_k: int = 1
+    tail_k_tiles: int = 0
+    product_per_cta: bool = False
     profile: bool = False
 
     @property
@@ -166,11 +191,22 @@ class KernelConfig:
         return (self.mma_tile_mn[0] // (2 if self.use_2cta else 1), self.mma_tile_mn[1])
 
     @property
+    def tile_ctas(self) -> int:
+        """CTAs of a cluster (along its N direction) that share one output tile: the K split or the product pair."""
+        return self.split_k * (2 if self.product_per_cta else 1)
+
+    @property
+    def launch_cluster_mn(self) -> Tuple[int, int]:
+        return (self.cluster_mn[0], self.cluster_mn[1] * self.tile_ctas)
+
+    @property
     def name(self) -> str:
         return (
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
+            f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
+            f"{'_ppc' if self.product_per_cta else ''}"
             f"{'_prof' if self.profile else ''}"
         )
 
@@ -205,6 +241,16 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
 ) + tuple(
     KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, a_collector=True)
     for tile, cluster in (((128, 64), (1, 1)), ((128, 128), (1, 1)), ((256, 64), (2, 1)), ((256, 128), (2, 1)))
+) + (
+    # Tile protocols (issue 13): a K split for the 256-row shapes (128 and 144 CTAs of 128 x 128 instead of 64 and
+    # 48), the tail on the CONFIG_TABLE tiles, one product per CTA of a pair (1- and 2-CTA MMA, N 128 and 256).
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=2),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=3),
+    KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True, tail_k_tiles=2),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=2),
+    KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1), product_per_cta=True),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), product_per_cta=True),
+    KernelConfig(mma_tile_mn=(256, 256), cluster_mn=(2, 1), product_per_cta=True),
 )
 # tools/profile.py's configs: the profiling twin of every CONFIG_TABLE and TUNE_SPACE config (name suffix _prof).
 # Apart from TUNE_SPACE because the tuner times candidates through custom_kernel, which has no profile buffer.
@@ -257,7 +303,12 @@ class DualGemmKernel:
         self.config = config
         self.use_2cta = config.use_2cta
         self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
-        self.cluster_shape_mn = config.cluster_mn
+        # The multicast cluster (a product pair shares A, so it multicasts A like cluster N = 2); the CTAs of a K
+        # split load different k-tiles and sit in the cluster layout's K mode; the launch cluster holds both.
+        self.cluster_shape_mn = (config.cluster_mn[0], config.cluster_mn[1] * (2 if config.product_per_cta else 1))
+        self.cluster_shape_mnk = (*self.cluster_shape_mn, config.split_k)
+        self.launch_cluster_mn = config.launch_cluster_mn
+        self.accs_per_stage = 1 if config.product_per_cta else 2
         self.mma_tiler_mn = config.mma_tile_mn
         self.cta_tile_mn = config.cta_tile_mn
         self.epi_tile_n = config.epi_tile_n
@@ -269,6 +320,7 @@ class DualGemmKernel:
         self.num_sfb_tmem_cols = plan["sfb_tmem_cols"]
         self.stage_bytes = plan["stage_bytes"]
         self.a_stage_bytes, self.b_stage_bytes = plan["a_stage_bytes"], plan["b_stage_bytes"]
+        self.exchange = self.exchange_plan(config)
         # Named barrier 1: the four epilogue warps; 2: epilogue + MMA warps around the TMEM allocation.
         self.epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=32 * len(self.EPILOGUE_WARPS))
         self.tmem_alloc_barrier = pipeline.NamedBarrier(
@@ -282,14 +334,32 @@ class DualGemmKernel:
         cm, cn = config.cluster_mn
         if tile_m not in (128, 256):
             return False, "MMA tile M must be 128 (1 CTA) or 256 (2-CTA pair)"
-        if tile_n not in (64, 128):
-            return False, "MMA tile N must be 64 or 128 (two accumulators must fit in 512 TMEM columns)"
+        if tile_n not in ((64, 128, 256) if config.product_per_cta else (64, 128)):
+            return False, ("MMA tile N must be 64 or 128 (two accumulators must fit in 512 TMEM columns; 256 only "
+                           "with product_per_cta, whose CTAs hold one)")
         if cm not in (1, 2, 4) or cn not in (1, 2, 4) or cm * cn > 4:
             return False, "cluster M and N must be powers of two with at most 4 CTAs per cluster"
         if config.use_2cta and cm % 2:
             return False, "a 2-CTA MMA tile needs cluster M to be a multiple of 2"
         if config.epi_tile_n not in (16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
             return False, "epilogue tile N must be 16 or 32 and divide the CTA tile N"
+        knobs = (config.split_k > 1) + (config.tail_k_tiles > 0) + config.product_per_cta
+        if knobs > 1:
+            return False, "split_k, tail_k_tiles and product_per_cta are exclusive (one tile protocol at a time)"
+        if config.split_k not in (1, 2, 3, 4):
+            return False, "split_k must be 1 (off), 2, 3 or 4"
+        if config.tile_ctas > 1 and (cn != 1 or cm * config.tile_ctas > 8):
+            return False, ("split_k / product_per_cta place their CTAs along the cluster's N direction: cluster N must "
+                           "be 1 and the cluster at most 8 CTAs (the portable cluster size)")
+        if config.product_per_cta and (config.a_collector or (config.cta_tile_mn[1] // 2) % config.epi_tile_n):
+            return False, ("product_per_cta: one product per CTA leaves nothing for the A collector to share, and the "
+                           "epilogue tile must divide the half tile each CTA stores")
+        plan = DualGemmKernel.plan_for(config)
+        if plan["ab_stages"] < 2 or plan["acc_stages"] < 1:
+            return False, (f"shared or tensor memory too small: {plan['ab_stages']} ring stages, "
+                           f"{plan['acc_stages']} accumulator stages")
+        if not 0 <= config.tail_k_tiles <= plan["ab_stages"]:
+            return False, f"tail_k_tiles holds that many ring stages: 0..{plan['ab_stages']} for this tile"
         return True, ""
 
     @staticmethod
@@ -305,42 +375,68 @@ class DualGemmKernel:
             return False, f"N={n} must be a positive multiple of the cluster tile N {tile_n}"
         if k <= 0 or k % K_TILE:
             return False, f"K={k} must be a positive multiple of {K_TILE}"
+        if k // K_TILE < config.split_k:
+            return False, f"K={k} has {k // K_TILE} k-tiles of {K_TILE}: too few to split over {config.split_k} CTAs"
         if l < 1:
             return False, f"L={l} must be at least 1"
         return True, ""
 
     def plan(self) -> dict:
         """Shared- and tensor-memory budget, derived from the tile shape and the SM100 capacities."""
-        cta_m, cta_n = self.config.cta_tile_mn
+        return self.plan_for(self.config)
+
+    @staticmethod
+    def plan_for(config: KernelConfig) -> dict:
+        cta_m, cta_n = config.cta_tile_mn
+        # B operands each CTA loads and accumulators it holds (one with product_per_cta)
+        products = 1 if config.product_per_cta else 2
         # 2-CTA MMA: each CTA of the pair loads half of the B rows; the MMA reads both halves.
-        b_rows = self.config.mma_tile_mn[1] // (2 if self.config.use_2cta else 1)
-        sfb_rows = -(-self.config.mma_tile_mn[1] // 128) * 128  # SFB moves in whole 128-row atoms
+        b_rows = config.mma_tile_mn[1] // (2 if config.use_2cta else 1)
+        sfb_rows = -(-config.mma_tile_mn[1] // 128) * 128  # SFB moves in whole 128-row atoms
         a_bytes = cta_m * K_TILE // 2
         b_bytes = b_rows * K_TILE // 2
         sfa_bytes = cta_m * K_TILE // SF_VEC_SIZE
         sfb_bytes = sfb_rows * K_TILE // SF_VEC_SIZE
-        stage_bytes = a_bytes + 2 * b_bytes + sfa_bytes + 2 * sfb_bytes
-        ab_stages = (SMEM_CAPACITY - DSL_STATIC_SMEM - BARRIER_BYTES) // stage_bytes
+        stage_bytes = a_bytes + products * b_bytes + sfa_bytes + products * sfb_bytes
+        exchange = DualGemmKernel.exchange_plan(config)
+        ab_stages = (SMEM_CAPACITY - DSL_STATIC_SMEM - BARRIER_BYTES - exchange["bytes"]) // stage_bytes
         # Tensor memory: per accumulator stage two fp32 accumulators of cta_n columns; scale factors
         # after them (4 columns per 32-row scale atom and per k-group of one 256-wide k-tile).
         sfa_cols = (cta_m // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
         sfb_cols = (sfb_rows // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
-        acc_stages = min(2, (TMEM_COLUMNS - sfa_cols - 2 * sfb_cols) // (2 * cta_n))
+        acc_stages = min(2, (TMEM_COLUMNS - sfa_cols - products * sfb_cols) // (products * cta_n))
         return {
             "ab_stages": ab_stages,
             "acc_stages": acc_stages,
             "stage_bytes": stage_bytes,
             "a_stage_bytes": a_bytes,  # one stage of A, and of B1 (= of B2)
             "b_stage_bytes": b_bytes,
-            "dynamic_smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes,  # the launch's request
-            "smem_bytes": DSL_STATIC_SMEM + BARRIER_BYTES + ab_stages * stage_bytes,
-            "acc_tmem_cols": 2 * cta_n * acc_stages,
+            "exchange_bytes": exchange["bytes"],
+            "dynamic_smem_bytes": BARRIER_BYTES + ab_stages * stage_bytes + exchange["bytes"],  # the launch's request
+            "smem_bytes": DSL_STATIC_SMEM + BARRIER_BYTES + ab_stages * stage_bytes + exchange["bytes"],
+            "acc_tmem_cols": products * cta_n * acc_stages,
             "sfa_tmem_cols": sfa_cols,
             "sfb_tmem_cols": sfb_cols,
-            "tmem_cols": 2 * cta_n * acc_stages + sfa_cols + 2 * sfb_cols,
-            "threads_per_cta": self.THREADS_PER_CTA,
-            "epi_tile_n": self.config.epi_tile_n,
+            "tmem_cols": products * cta_n * acc_stages + sfa_cols + products * sfb_cols,
+            "threads_per_cta": DualGemmKernel.THREADS_PER_CTA,
+            "epi_tile_n": config.epi_tile_n,
         }
+
+    @staticmethod
+    def exchange_plan(config: KernelConfig) -> dict:
+        """The distributed-shared-memory exchange of split_k / product_per_cta: a ring of EXCHANGE_SLOTS slots in
+        the receiving CTA, each holding, per epilogue subtile, every incoming fragment (128 rows x epi_tile_n fp32 of
+        one accumulator) of every sender. split_k: slices 1.. send acc1 and acc2 to slice 0; product_per_cta: each
+        CTA sends one accumulator's half to its peer."""
+        if config.split_k > 1:
+            fragments = (config.split_k - 1) * 2
+        elif config.product_per_cta:
+            fragments = 1
+        else:
+            return {"bytes": 0, "fragments": 0, "fragment_bytes": 0}
+        fragment_bytes = config.cta_tile_mn[0] * config.epi_tile_n * 4
+        return {"bytes": EXCHANGE_SLOTS * fragments * fragment_bytes, "fragments": fragments,
+                "fragment_bytes": fragment_bytes}
 
     # ------------------------------------------------------------------ host side
     def _make_tiled_mmas(self):
@@ -462,9 +558,9 @@ class DualGemmKernel:
         atom_thr_size = cute.size(tiled_mma.thr_id.shape)
         stage_bytes = (
             cute.size_in_bytes(AB_DTYPE, a_smem_layout)
-            + 2 * cute.size_in_bytes(AB_DTYPE, b_smem_layout)
+            + self.accs_per_stage * cute.size_in_bytes(AB_DTYPE, b_smem_layout)
             + cute.size_in_bytes(SF_DTYPE, sfa_smem_layout)
-            + 2 * cute.size_in_bytes(SF_DTYPE, sfb_smem_layout)
+            + self.accs_per_stage * cute.size_in_bytes(SF_DTYPE, sfb_smem_layout)
         )
         if cutlass.const_expr(stage_bytes != self.stage_bytes):
             raise ValueError(f"smem stage is {stage_bytes} bytes, plan() says {self.stage_bytes}")
@@ -495,7 +591,7 @@ class DualGemmKernel:
         ).launch(
             grid=grid,
             block=[self.THREADS_PER_CTA, 1, 1],
-            cluster=(*self.cluster_shape_mn, 1),
+            cluster=(*self.launch_cluster_mn, 1),
             min_blocks_per_mp=1,
             use_pdl=self.config.pdl,
         )
@@ -510,10 +606,10 @@ class DualGemmKernel:
             mma_k,
         )
         self.cluster_layout_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma.thr_id.shape,)
+            cute.make_layout(self.cluster_shape_mnk), (tiled_mma.thr_id.shape,)
         )
         self.cluster_layout_sfb_vmnk = cute.tiled_divide(
-            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma_sfb.thr_id.shape,)
+            cute.make_layout(self.cluster_shape_mnk), (tiled_mma_sfb.thr_id.shape,)
         )
         self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
         self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
@@ -548,12 +644,21 @@ class DualGemmKernel:
             acc_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
             tmem_dealloc_mbar: cutlass.Int64
             tmem_holding_buf: cutlass.Int32
+            if self.config.tail_k_tiles:
+                acc1_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_acc_stage]  # acc1's full (and empty)
+            if self.exchange["bytes"]:
+                exchange_full_mbar: cute.struct.MemRange[cutlass.Int64, EXCHANGE_SLOTS]
+                exchange_empty_mbar: cute.struct.MemRange[cutlass.Int64, EXCHANGE_SLOTS]
             sA: buffer(AB_DTYPE, self.a_smem_layout_staged.outer)
             sB1: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
-            sB2: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
+            if self.accs_per_stage == 2:
+                sB2: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
             sSFA: buffer(SF_DTYPE, self.sfa_smem_layout_staged)
             sSFB1: buffer(SF_DTYPE, self.sfb_smem_layout_staged)
-            sSFB2: buffer(SF_DTYPE, self.sfb_smem_layout_staged)
+            if self.accs_per_stage == 2:
+                sSFB2: buffer(SF_DTYPE, self.sfb_smem_layout_staged)
+            if self.exchange["bytes"]:
+                exchange_buf: cute.struct.Align[cute.struct.MemRange[ACC_DTYPE, self.exchange["bytes"] // 4], align]
 
         return SharedStorage
 
@@ -561,10 +666,13 @@ class DualGemmKernel:
         cta_tile = (self.cta_tile_mn[0], self.cta_tile_mn[1])
         tiles = cute.zipped_divide(c, tiler=cta_tile)
         num_ctas_mnl = tiles[(0, (None, None, None))].shape
+        if cutlass.const_expr(self.config.tile_ctas > 1):
+            # The CTAs sharing a tile are scheduler tiles n * tile_ctas + part (DualGemmKernel._mma_tile_coord).
+            num_ctas_mnl = (num_ctas_mnl[0], num_ctas_mnl[1] * self.config.tile_ctas, num_ctas_mnl[2])
         params = utils.PersistentTileSchedulerParams(
-            num_ctas_mnl, (*self.cluster_shape_mn, 1), raster_along_m=self.config.raster_along_m
+            num_ctas_mnl, (*self.launch_cluster_mn, 1), raster_along_m=self.config.raster_along_m
         )
-        max_active_clusters = SM_COUNT // (self.cluster_shape_mn[0] * self.cluster_shape_mn[1])
+        max_active_clusters = SM_COUNT // (self.launch_cluster_mn[0] * self.launch_cluster_mn[1])
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, max_active_clusters)
         return params, grid
 
@@ -645,7 +753,23 @@ class DualGemmKernel:
             is_two_cta=use_2cta,
             two_cta_tmem_dealloc_mbar_ptr=_smem_field_ptr(storage.tmem_dealloc_mbar),
         )
-        pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+        if cutlass.const_expr(self.config.tail_k_tiles):
+            # acc1's own full barrier (the tail hands acc1 over before acc2); acc_pipeline's empty covers both.
+            acc1_pipeline = pipeline.PipelineUmmaAsync.create(
+                barrier_storage=storage.acc1_mbar.data_ptr(),
+                num_stages=self.num_acc_stage,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(
+                    pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)
+                ),
+                cta_layout_vmnk=cluster_layout_vmnk,
+                defer_sync=True,
+            )
+        if cutlass.const_expr(self.exchange["bytes"]):
+            xring = ExchangeRing(storage.exchange_full_mbar.data_ptr(), storage.exchange_empty_mbar.data_ptr(),
+                                 cutlass.Int32(storage.exchange_buf.data_ptr().toint()))
+            self._exchange_init(xring, warp_idx)
+        pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
             storage,
@@ -661,15 +785,23 @@ class DualGemmKernel:
             sfb_smem_layout_staged,
         )
         sA, sB1, sB2, sSFA, sSFB1, sSFB2 = ring
+        if cutlass.const_expr(self.config.tile_ctas > 1):
+            # This CTA's part of its tile: its K slice (split_k) or its product (product_per_cta).
+            part = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) // self.launch_cluster_mn[0]
+        k_first = None
+        if cutlass.const_expr(self.config.split_k > 1):
+            k_first = part * k_tile_cnt // self.config.split_k
+            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first
 
-        # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1
+        # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1 (product_per_cta: its
+        # one accumulator at s)
         tCrA = tiled_mma.make_fragment_A(sA)
         tCrB1 = tiled_mma.make_fragment_B(sB1)
         tCrB2 = tiled_mma.make_fragment_B(sB2)
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
-        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
+        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, self.accs_per_stage * self.num_acc_stage))
 
-        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
@@ -697,14 +829,11 @@ class DualGemmKernel:
                     ab_pipeline.producer_acquire(ab_producer_state, peek_empty)
                     barrier = ab_pipeline.producer_get_barrier(ab_producer_state)
                     for load, src in zip(loads, srcs):
-                        cute.copy(
-                            load.atom,
-                            src[(None, ab_producer_state.count)],
-                            load.smem[(None, ab_producer_state.index)],
-                            tma_bar_ptr=barrier,
-                            mcast_mask=load.mcast_mask,
-                            cache_policy=load.cache_policy,
-                        )
+                        if cutlass.const_expr(load.product is None):
+                            self._tma_copy(load, src, ab_producer_state, barrier, k_first)
+                        else:
+                            if part == load.product:
+                                self._tma_copy(load, src, ab_producer_state, barrier, k_first)
                     ab_producer_state.advance()
                     peek_empty = cutlass.Boolean(1)
                     if ab_producer_state.count < k_tile_cnt:
@@ -733,7 +862,10 @@ class DualGemmKernel:
             )
             s2t_sfa = self._s2t_copy_and_partition(sSFA, tCtSFA)
             s2t_sfb1 = self._s2t_copy_and_partition(sSFB1, tCtSFB1)
-            s2t_sfb2 = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
+            scale_copies = (s2t_sfa, s2t_sfb1)
+            if cutlass.const_expr(self.accs_per_stage == 2):
+                s2t_sfb2 = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
+                scale_copies = (s2t_sfa, s2t_sfb1, s2t_sfb2)
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
@@ -749,8 +881,9 @@ class DualGemmKernel:
                         prof.put("first_load", first_load_stamp)
             while work_tile.is_valid_tile:
                 tile_n = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)[1]
-                tCtAcc1 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index)]
-                tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index + 1)]
+                tCtAcc1 = tCtAcc_base[(None, None, None, self.accs_per_stage * acc_producer_state.index)]
+                if cutlass.const_expr(self.accs_per_stage == 2):
+                    tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index + 1)]
                 # A 64-wide N tile reads its half of the 128-row SFB atom: shift by 2 columns on odd tiles.
                 tCtSFB1_mma, tCtSFB2_mma = tCtSFB1, tCtSFB2
                 if cutlass.const_expr(self.cta_tile_mn[1] == 64):
@@ -759,6 +892,10 @@ class DualGemmKernel:
                         cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col + shift, dtype=SF_DTYPE), tCtSFB_layout)
                         for col in sfb_cols
                     )
+                # (accumulator, B fragment, SFB in tensor memory) of each product this CTA computes
+                products = ((tCtAcc1, tCrB1, tCtSFB1_mma),)
+                if cutlass.const_expr(self.accs_per_stage == 2):
+                    products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))
 
                 ab_consumer_state.reset_count()
                 peek_full = cutlass.Boolean(1)
@@ -768,11 +905,15 @@ class DualGemmKernel:
                     acc_pipeline.producer_acquire(acc_producer_state)
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
 
-                for k_tile in range(k_tile_cnt):
+                both_k_tiles = k_tile_cnt  # k-tiles that compute both products stage by stage
+                if cutlass.const_expr(self.config.tail_k_tiles):
+                    tail_k_tiles = cutlass.min(cutlass.Int32(self.config.tail_k_tiles), k_tile_cnt)
+                    both_k_tiles = k_tile_cnt - tail_k_tiles
+                for k_tile in range(both_k_tiles):
                     if is_leader_cta:
                         ab_pipeline.consumer_wait(ab_consumer_state, peek_full)
                         stage = (None, None, None, None, ab_consumer_state.index)
-                        for copy_s2t, src, dst in (s2t_sfa, s2t_sfb1, s2t_sfb2):
+                        for copy_s2t, src, dst in scale_copies:
                             cute.copy(copy_s2t, src[stage], dst)
                         for kblock in cutlass.range(cute.size(tCrA, mode=[2]), unroll_full=True):
                             if cutlass.const_expr(self.config.a_collector):
@@ -783,7 +924,7 @@ class DualGemmKernel:
                             else:
                                 kcoord = (None, None, kblock, ab_consumer_state.index)
                                 tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
-                                for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):
+                                for acc, tCrB, tCtSFB in products:
                                     tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
                                     cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
@@ -794,6 +935,27 @@ class DualGemmKernel:
                         if is_leader_cta:
                             peek_full = ab_pipeline.consumer_try_wait(ab_consumer_state)
 
+                if cutlass.const_expr(self.config.tail_k_tiles):
+                    # The tail: A@B1 over the last k-tiles, their stages held; acc1 to the epilogue; then A@B2 over
+                    # the same stages (walked again from tail_start), each released after its MMAs.
+                    tail_start = ab_consumer_state.clone()
+                    for k_tile in range(tail_k_tiles):
+                        if is_leader_cta:
+                            ab_pipeline.consumer_wait(ab_consumer_state)
+                            self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb1), tCrA, tCtSFA,
+                                              products[0])
+                            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)  # see _tail_k_tile
+                        ab_consumer_state.advance()
+                    if is_leader_cta:
+                        acc1_pipeline.producer_commit(acc_producer_state)
+                    tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)
+                    for k_tile in range(tail_k_tiles):
+                        if is_leader_cta:
+                            self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2), tCrA, tCtSFA,
+                                              products[1])
+                            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                            ab_pipeline.consumer_release(tail_start)
+                        tail_start.advance()
                 if is_leader_cta:
                     acc_pipeline.producer_commit(acc_producer_state)
                 acc_producer_state.advance()
@@ -828,22 +990,38 @@ class DualGemmKernel:
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
+            if cutlass.const_expr(self.exchange["bytes"]):
+                # Slots of the exchange ring this CTA uses next, as a sender (producer phase) or as a receiver.
+                exchange_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, EXCHANGE_SLOTS)
             while work_tile.is_valid_tile:
                 tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
                 tTR_gC = self._c_tile(epi, tile_m, tile_n, tile_l)
-                tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
-                tTR_tAcc2 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
-                acc_pipeline.consumer_wait(acc_consumer_state)
+                tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, self.accs_per_stage * acc_consumer_state.index)]
+                if cutlass.const_expr(self.accs_per_stage == 2):
+                    tTR_tAcc2 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
+                if cutlass.const_expr(self.config.tail_k_tiles):
+                    acc1_pipeline.consumer_wait(acc_consumer_state)  # the tail hands acc1 over before acc2
+                else:
+                    acc_pipeline.consumer_wait(acc_consumer_state)
                 if cutlass.const_expr(self.config.profile):
                     got_stamp = profile_stamp()
                     if tidx == 0:
                         prof.put_handoff(acc_consumer_state.count, 0, got_stamp)
-                for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
-                    cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
-                    cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
-                    silu_mul_(tTR_rAcc1, tTR_rAcc2)
-                    tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
-                    cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
+                if cutlass.const_expr(self.config.tail_k_tiles):
+                    self._epilogue_tail(epi, acc_pipeline, acc_consumer_state, tTR_tAcc1, tTR_tAcc2, tTR_gC)
+                elif cutlass.const_expr(self.config.split_k > 1):
+                    exchange_state = self._epilogue_split_k(epi, xring, part, tidx, tTR_tAcc1, tTR_tAcc2, tTR_gC,
+                                                            exchange_state)
+                elif cutlass.const_expr(self.config.product_per_cta):
+                    exchange_state = self._epilogue_product_pair(epi, xring, part, tidx, tTR_tAcc1, tTR_gC,
+                                                                 exchange_state)
+                else:
+                    for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
+                        cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
+                        cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
+                        silu_mul_(tTR_rAcc1, tTR_rAcc2)
+                        tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
+                        cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
                 # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
                 cute.arch.fence_view_async_tmem_load()
                 acc_pipeline.consumer_release(acc_consumer_state)
@@ -855,6 +1033,8 @@ class DualGemmKernel:
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
 
+            if cutlass.const_expr(self.exchange["bytes"]):
+                self._exchange_drain(xring, exchange_state, part)
             if cutlass.const_expr(self.config.profile):
                 epilogue_end_stamp = profile_stamp()
                 if tidx == 0:
@@ -867,6 +1047,22 @@ class DualGemmKernel:
                 exit_stamp = profile_stamp()
                 if tidx == 0:
                     prof.put("exit", exit_stamp)
+
+    @staticmethod
+    def _tail_k_tile(tiled_mma, stage, scale_copies, tCrA, tCtSFA, product):
+        """tail_k_tiles: one k-tile of one product, (accumulator, B fragment, SFB in tensor memory): its scales
+        into tensor memory, then the four k-block MMAs (the DSL's, collector::a::discard). The caller sets the
+        atom's ACCUMULATE again in its own branch: the DSL carries tiled_mma out of a branch only where the branch
+        itself calls its set()."""
+        acc, tCrB, tCtSFB = product
+        for copy_s2t, src, dst in scale_copies:
+            cute.copy(copy_s2t, src[(None, None, None, None, stage)], dst)
+        for kblock in range(cute.size(tCrA, mode=[2])):  # a plain function: a Python loop, unrolled
+            kcoord = (None, None, kblock, stage)
+            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
+            tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
+            cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
+            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
 
     def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
         """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
@@ -894,6 +1090,152 @@ class DualGemmKernel:
             tiled_mma.get(tcgen05.Field.ACCUMULATE),
             2 if self.use_2cta else 1,
         )
+
+    # ------------------------------------------------------------------ epilogue variants of the tile protocols
+    @cute.jit
+    def _epilogue_tail(self, epi, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC):
+        """tail_k_tiles, after acc1's own full barrier: silu(acc1) into registers while the MMA warp still runs A@B2's
+        last k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first TAIL_SILU_COLUMNS columns (all of
+        a 64-wide tile); a 128-wide tile's rest follows a subtile at a time. Holding all 128, or unrolling that loop,
+        took 255 registers and spilled under DSL 4.3.5 (compiled)."""
+        subtiles = cute.size(tTR_tAcc1, mode=[3])
+        ahead = min(subtiles, TAIL_SILU_COLUMNS // self.epi_tile_n)
+        silu1 = [cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(ahead)]
+        acc1 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        acc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+        for subtile in cutlass.range_constexpr(ahead):
+            cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], silu1[subtile])
+            silu_(silu1[subtile])
+        acc_pipeline.consumer_wait(acc_state)
+        for subtile in cutlass.range_constexpr(ahead):
+            cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
+            mul_(silu1[subtile], acc2)
+            rC.store(silu1[subtile].load().to(C_DTYPE))
+            cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
+        # The rest one subtile at a time (a loop, not unrolled: ptxas would hoist every subtile's loads).
+        for subtile in cutlass.range(ahead, subtiles):
+            cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], acc1)
+            cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
+            silu_mul_(acc1, acc2)
+            rC.store(acc1.load().to(C_DTYPE))
+            cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
+
+    @cute.jit
+    def _epilogue_split_k(self, epi, xring, part, tidx, tTR_tAcc1, tTR_tAcc2, tTR_gC, slots):
+        """split_k, after the accumulator-full wait: per subtile, slices 1.. send their partial acc1 and acc2 to slice 0 (exchange fragments
+        2 (s - 1) and 2 (s - 1) + 1), which adds them to its own, then runs silu * mul and the stores."""
+        receiver = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) - part * self.launch_cluster_mn[0]
+        accs = tuple(cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(2))
+        partial = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+        for subtile in cutlass.range_constexpr(cute.size(tTR_tAcc1, mode=[3])):
+            for acc, tTR_tAcc in zip(accs, (tTR_tAcc1, tTR_tAcc2)):
+                cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], acc)
+            if part == 0:
+                self._exchange_wait_full(xring, slots)
+                for sender in cutlass.range_constexpr(1, self.config.split_k):
+                    for a in cutlass.range_constexpr(2):
+                        self._exchange_read(xring, slots, 2 * (sender - 1) + a, tidx, partial)
+                        add_(accs[a], partial)
+                for sender in cutlass.range_constexpr(1, self.config.split_k):
+                    self._exchange_release(xring, slots, receiver + sender * self.launch_cluster_mn[0])
+                silu_mul_(accs[0], accs[1])
+                rC.store(accs[0].load().to(C_DTYPE))
+                cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
+            else:
+                self._exchange_send(xring, slots, accs, 2 * (part - 1), receiver, tidx)
+            slots.advance()
+        return slots
+
+    @cute.jit
+    def _epilogue_product_pair(self, epi, xring, part, tidx, tTR_tAcc, tTR_gC, slots):
+        """product_per_cta, after the accumulator-full wait: CTA p holds acc_p of the whole tile and stores C's half p. Per subtile of its half it
+        sends the peer the matching subtile of the other half of acc_p, and takes the peer's accumulator for its own."""
+        half = cute.size(tTR_tAcc, mode=[3]) // 2
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        peer = rank + (1 - 2 * part) * self.launch_cluster_mn[0]
+        own = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        other = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+        for i in cutlass.range_constexpr(half):
+            cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)
+            self._exchange_send(xring, slots, (other,), 0, peer, tidx)
+            cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, part * half + i)], own)
+            self._exchange_wait_full(xring, slots)
+            self._exchange_read(xring, slots, 0, tidx, other)
+            self._exchange_release(xring, slots, peer)
+            if part == 0:
+                silu_mul_(own, other)
+                rC.store(own.load().to(C_DTYPE))
+            else:
+                silu_mul_(other, own)
+                rC.store(other.load().to(C_DTYPE))
+            cute.copy(epi.store, rC, tTR_gC[(None, None, None, part * half + i)])
+            slots.advance()
+        return slots
+
+    # ------------------------------------------------------------------ the exchange ring (distributed shared memory)
+    # Slot s of the receiving CTA holds, per incoming fragment f, 128 rows x epi_tile_n fp32 as 16-byte chunks:
+    # chunk j of thread t at s * slot_bytes + f * fragment_bytes + (j * 128 + t) * 16. full[s] (receiver's smem):
+    # every sender thread's st.async completes tx on it and the thread arrives with expect-tx of its bytes; empty[s]
+    # (each sender's smem): the receiver's 128 epilogue threads arrive remotely once they have read the slot.
+    @cute.jit
+    def _exchange_init(self, xring, warp_idx):
+        """Before pipeline_init_arrive, whose fence and cluster barrier publish the inits to the peers."""
+        senders = self.config.split_k - 1 if self.config.split_k > 1 else 1
+        threads = 32 * len(self.EPILOGUE_WARPS)
+        if warp_idx == self.EPILOGUE_WARPS[0]:
+            with cute.arch.elect_one():
+                for slot in cutlass.range_constexpr(EXCHANGE_SLOTS):
+                    cute.arch.mbarrier_init(xring.full + slot, threads * senders)
+                    cute.arch.mbarrier_init(xring.empty + slot, threads)
+
+    def _exchange_address(self, xring, slots, fragment, tidx):
+        slot_bytes = self.exchange["bytes"] // EXCHANGE_SLOTS
+        return (xring.buffer + slots.index * slot_bytes
+                + fragment * self.exchange["fragment_bytes"] + tidx * 16)
+
+    @cute.jit
+    def _exchange_send(self, xring, slots, fragments, first_fragment, dst_rank, tidx):
+        """Once the receiver has freed slot `slots`, st.async this thread's registers of `fragments` into it, as
+        fragments first_fragment.., and arrive on its full barrier expecting those bytes."""
+        cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+        full = xring.full + slots.index
+        remote = mapa_shared_cluster(self._exchange_address(xring, slots, first_fragment, tidx), dst_rank)
+        remote_full = mapa_shared_cluster(cutlass.Int32(full.toint()), dst_rank)
+        chunks = self.epi_tile_n // 4
+        for f, fragment in enumerate(fragments):
+            for j in cutlass.range_constexpr(chunks):
+                st_async_v4_f32(remote + (f * chunks + j) * self.cta_tile_mn[0] * 16,
+                                [fragment[4 * j + e] for e in range(4)], remote_full)
+        cute.arch.mbarrier_arrive_and_expect_tx(full, len(fragments) * self.epi_tile_n * 4, dst_rank)
+
+    @cute.jit
+    def _exchange_wait_full(self, xring, slots):
+        cute.arch.mbarrier_wait(xring.full + slots.index, slots.phase ^ 1)
+
+    @cute.jit
+    def _exchange_read(self, xring, slots, fragment, tidx, out):
+        """This thread's registers of incoming `fragment` of slot `slots` (after _exchange_wait_full)."""
+        address = self._exchange_address(xring, slots, fragment, tidx)
+        for j in cutlass.range_constexpr(self.epi_tile_n // 4):
+            values = ld_shared_v4_f32(address + j * self.cta_tile_mn[0] * 16)
+            for e in cutlass.range_constexpr(4):
+                out[4 * j + e] = values[e]
+
+    @cute.jit
+    def _exchange_release(self, xring, slots, sender_rank):
+        cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)
+
+    @cute.jit
+    def _exchange_drain(self, xring, slots, part):
+        """A sending CTA waits until its receiver has read the last slots: it may not exit while the receiver's
+        remote arrivals on its barriers are still to come."""
+        if part != 0 or cutlass.const_expr(self.config.product_per_cta):
+            for _ in cutlass.range_constexpr(EXCHANGE_SLOTS):
+                cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+                slots.advance()
 
     def _ring_and_loads(
         self,
@@ -925,10 +1267,15 @@ class DualGemmKernel:
 
         sA = storage.sA.get_tensor(a_smem_layout_staged.outer, swizzle=a_smem_layout_staged.inner)
         sB1 = storage.sB1.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
-        sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
+        # product_per_cta: one B and one SFB buffer; the CTA of product 1 loads B2 and SFB2 into them.
+        sB2 = sB1
+        if cutlass.const_expr(not self.config.product_per_cta):
+            sB2 = storage.sB2.get_tensor(b_smem_layout_staged.outer, swizzle=b_smem_layout_staged.inner)
         sSFA = storage.sSFA.get_tensor(sfa_smem_layout_staged)
         sSFB1 = storage.sSFB1.get_tensor(sfb_smem_layout_staged)
-        sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
+        sSFB2 = sSFB1
+        if cutlass.const_expr(not self.config.product_per_cta):
+            sSFB2 = storage.sSFB2.get_tensor(sfb_smem_layout_staged)
 
         a_mcast_mask = None
         b_mcast_mask = None
@@ -987,13 +1334,14 @@ class DualGemmKernel:
         if cutlass.const_expr(self.config.b_evict_first):
             # Materialized as an IR value: DSL 4.3 accepts no Python constant for cache_policy.
             b_policy = cutlass.Int64(cutlass.Int64(L2_EVICT_FIRST).ir_value())
+        product1, product2 = (0, 1) if cutlass.const_expr(self.config.product_per_cta) else (None, None)
         loads = (
             TmaLoad(tma_atom_a, tAsA, tAgA, a_mcast_mask, ROWS_OF_M_TILE, None),
-            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
-            TmaLoad(tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, ROWS_OF_N_TILE, b_policy),
+            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy, product1),
+            TmaLoad(tma_atom_b2, tBsB2, tBgB2, b_mcast_mask, ROWS_OF_N_TILE, b_policy, product2),
             TmaLoad(tma_atom_sfa, tAsSFA, tAgSFA, a_mcast_mask, ROWS_OF_M_TILE, None),
-            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
-            TmaLoad(tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),
+            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None, product1),
+            TmaLoad(tma_atom_sfb2, tBsSFB2, tBgSFB2, sfb_mcast_mask, ROWS_OF_SFB_TILE, None, product2),
         )
 
         ring = SmemRing(sA, sB1, sB2, sSFA, sSFB1, sSFB2)
@@ -1013,13 +1361,28 @@ class DualGemmKernel:
         )
         return tile_sched, tile_sched.initial_work_tile_info()
 
+    def _mma_tile_coord(self, cta_tile_coord, tiled_mma):
+        """Scheduler CTA coordinate -> MMA tile coordinate (a 2-CTA pair shares one MMA tile along M; the
+        tile_ctas CTAs of a K split or product pair share one along N)."""
+        tile_m = cta_tile_coord[0] // cute.size(tiled_mma.thr_id.shape)
+        tile_n = cta_tile_coord[1]
+        if cutlass.const_expr(self.config.tile_ctas > 1):
+            tile_n = tile_n // self.config.tile_ctas
+        return (tile_m, tile_n, cta_tile_coord[2])
+
     @staticmethod
-    def _mma_tile_coord(cta_tile_coord, tiled_mma):
-        """Scheduler CTA coordinate -> MMA tile coordinate (a 2-CTA pair shares one MMA tile along M)."""
-        return (
-            cta_tile_coord[0] // cute.size(tiled_mma.thr_id.shape),
-            cta_tile_coord[1],
-            cta_tile_coord[2],
+    def _tma_copy(load: "TmaLoad", src, producer_state, barrier, k_first):
+        """One operand's TMA load of the k-tile producer_state counts (from k_first with split_k) into its stage."""
+        k_tile = producer_state.count
+        if cutlass.const_expr(k_first is not None):
+            k_tile = k_first + producer_state.count
+        cute.copy(
+            load.atom,
+            src[(None, k_tile)],
+            load.smem[(None, producer_state.index)],
+            tma_bar_ptr=barrier,
+            mcast_mask=load.mcast_mask,
+            cache_policy=load.cache_policy,
         )
 
     def _s2t_copy_and_partition(self, sSF: cute.Tensor, tSF: cute.Tensor):
@@ -1203,6 +1566,80 @@ def silu_mul_(x: cute.Tensor, y: cute.Tensor):
     for i in cutlass.range_constexpr(cute.size(x)):
         xi = x[i]
         x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+
+
+@cute.jit
+def silu_(x: cute.Tensor):
+    """x <- silu(x) = x / (1 + 2^(-x log2 e)), elementwise (ex2.approx, rcp.approx; silu_mul_ without the product)."""
+    for i in cutlass.range_constexpr(cute.size(x)):
+        xi = x[i]
+        x[i] = xi * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+
+
+@cute.jit
+def mul_(x: cute.Tensor, y: cute.Tensor):
+    """x <- x * y, elementwise, one mul.f32 each (a TensorSSA product compiles to mul.f32x2 pairs)."""
+    for i in cutlass.range_constexpr(cute.size(x)):
+        x[i] = x[i] * y[i]
+
+
+@cute.jit
+def add_(x: cute.Tensor, y: cute.Tensor):
+    """x <- x + y, elementwise, one add.f32 each (a TensorSSA sum compiles to add.f32x2 pairs)."""
+    for i in cutlass.range_constexpr(cute.size(x)):
+        x[i] = x[i] + y[i]
+
+
+@dsl_user_op
+def mapa_shared_cluster(address, rank, *, loc=None, ip=None) -> cutlass.Int32:
+    """mapa.shared::cluster.u32 (PTX ISA mapa): the shared::cluster address of this CTA's shared address `address` in
+    the CTA of cluster rank `rank`."""
+    return cutlass.Int32(
+        llvm.inline_asm(
+            T.i32(),
+            [cutlass.Int32(x).ir_value(loc=loc, ip=ip) for x in (address, rank)],
+            "mapa.shared::cluster.u32 $0, $1, $2;",
+            "=r,r,r",
+            has_side_effects=False,
+            is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT,
+        )
+    )
+
+
+@dsl_user_op
+def st_async_v4_f32(address, values, mbar, *, loc=None, ip=None):
+    """st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 (PTX ISA st.async): 16 bytes into another CTA's
+    shared memory, completing 16 bytes of tx-count on the mbarrier `mbar` of that CTA when they have landed. Both
+    addresses are shared::cluster addresses (mapa_shared_cluster). The DSL has no st.async in 4.3.5."""
+    operands = [cutlass.Int32(address).ir_value(loc=loc, ip=ip)]
+    operands += [cutlass.Float32(v).ir_value(loc=loc, ip=ip) for v in values]
+    operands.append(cutlass.Int32(mbar).ir_value(loc=loc, ip=ip))
+    llvm.inline_asm(
+        None,
+        operands,
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [$0], {$1, $2, $3, $4}, [$5];",
+        "r,f,f,f,f,r",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def ld_shared_v4_f32(address, *, loc=None, ip=None):
+    """ld.shared.v4.f32 of this CTA's shared address `address`: four fp32. Marked with side effects, so the compiler
+    keeps it after the mbarrier wait that makes the data valid."""
+    result = llvm.inline_asm(
+        llvm.StructType.get_literal([T.f32()] * 4),
+        [cutlass.Int32(address).ir_value(loc=loc, ip=ip)],
+        "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];",
+        "=f,=f,=f,=f,r",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return [cutlass.Float32(llvm.extractvalue(T.f32(), result, [i], loc=loc, ip=ip)) for i in range(4)]
 
 
 # ---------------------------------------------------------------------- host dispatch

@@ -282,9 +282,9 @@ def run_tune_space_checks(task) -> tuple[int, int]:
 
 def emulator_small_shape(config) -> tuple:
     """A small shape for `config` in the emulator: two clusters' worth of tiles along M and N, two k-tiles
-    per tile (leaderboard-valid: M, N multiples of 128)."""
+    per tile, or one per slice of a K split (leaderboard-valid: M, N multiples of 128)."""
     cm, cn = config.cluster_mn
-    return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), 512, 1)
+    return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), max(512, 256 * config.split_k), 1)
 
 
 def emulator_host_path() -> str:

@@ -53,6 +53,9 @@ C2 = "m256n64_c2x1_e32"
 C2_128 = "m256n128_c2x1_e32"
 C_AC = "m128n64_c1x1_e32_ac"
 C2_AC = "m256n64_c2x1_e32_ac"
+C_TAIL = "m256n64_c2x1_e32_ac_t2"
+C_SPLIT = "m256n128_c2x1_e16_sk2"
+C_PAIR = "m128n128_c1x1_e32_ppc"
 
 MUTANTS = (
     Mutant("expect_tx_short", "wrong expect-tx bytes",
@@ -60,27 +63,27 @@ MUTANTS = (
     Mutant("expect_tx_long", "wrong expect-tx bytes",
            "tx_count=self.num_tma_load_bytes,", "tx_count=self.num_tma_load_bytes + 16,", C2, (256, 256, 512, 1)),
     Mutant("missing_release", "missing consumer release",
-           "                        ab_pipeline.consumer_release(ab_consumer_state)\n",
-           "                        pass\n", C1, (128, 256, 512, 1)),
+           "\n                        ab_pipeline.consumer_release(ab_consumer_state)\n",
+           "\n                        pass\n", C1, (128, 256, 512, 1)),
     Mutant("double_release", "doubled consumer release",
-           "                        ab_pipeline.consumer_release(ab_consumer_state)\n",
-           "                        ab_pipeline.consumer_release(ab_consumer_state)\n"
+           "\n                        ab_pipeline.consumer_release(ab_consumer_state)\n",
+           "\n                        ab_pipeline.consumer_release(ab_consumer_state)\n"
            "                        ab_pipeline.consumer_release(ab_consumer_state)\n", C1, (128, 256, 1536, 1)),
     Mutant("swap_b", "B1/B2 swapped",
-           "for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):",
-           "for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB2, tCtSFB1_mma), (tCtAcc2, tCrB1, tCtSFB2_mma)):", C1, (128, 256, 512, 1)),
+           "products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))",
+           "products = ((tCtAcc1, tCrB2, tCtSFB1_mma), (tCtAcc2, tCrB1, tCtSFB2_mma))", C1, (128, 256, 512, 1)),
     Mutant("swap_sfb", "SFB1/SFB2 swapped",
-           "for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma)):",
-           "for acc, tCrB, tCtSFB in ((tCtAcc1, tCrB1, tCtSFB2_mma), (tCtAcc2, tCrB2, tCtSFB1_mma)):", C2, (256, 256, 512, 1)),
+           "products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))",
+           "products = ((tCtAcc1, tCrB1, tCtSFB2_mma), (tCtAcc2, tCrB2, tCtSFB1_mma))", C2, (256, 256, 512, 1)),
     Mutant("sfb_half_shift", "64-wide-N scale shift wrong",
            "shift = cutlass.Int32((tile_n % 2) * 2)", "shift = cutlass.Int32(((tile_n + 1) % 2) * 2)", C1, (128, 256, 512, 1)),
     Mutant("stage_off_by_one", "stage index off by one",
-           "load.smem[(None, ab_producer_state.index)],",
-           "load.smem[(None, (ab_producer_state.index + 1) % self.num_ab_stage)],", C1, (128, 256, 512, 1)),
+           "load.smem[(None, producer_state.index)],",
+           "load.smem[(None, (producer_state.index + 1) % load.smem.shape[1])],", C1, (128, 256, 512, 1)),
     # The peer's TMA then signals mbarriers whose init nothing published to it: arseni_ivanov's B200-verified kernel
     # does the same and survives (issue 17), so it is reported as a Note, not a hazard.
     Mutant("missing_cluster_sync", "missing fence/cluster synchronisation after mbarrier init",
-           "        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)\n", "", C2, (256, 256, 512, 1),
+           "        pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)\n", "", C2, (256, 256, 512, 1),
            caught_by=("hazard", "note:mbarrier-init-unpublished", "note:mbarrier-used-before-init")),
     Mutant("acc_phase", "accumulator stage phase wrong",
            "acc_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)",
@@ -106,7 +109,7 @@ MUTANTS = (
     Mutant("tmem_oversubscribed", "two co-resident CTAs each holding all 512 tensor-memory columns",
            "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 // 2  #", C1, (256, 512, 512, 1), family="launch"),
     Mutant("cluster_over_limit", "cluster of more CTAs than a B200 allows (16 non-portable)",
-           "            cluster=(*self.cluster_shape_mn, 1),\n", "            cluster=(*self.cluster_shape_mn, 32),\n",
+           "            cluster=(*self.launch_cluster_mn, 1),\n", "            cluster=(*self.launch_cluster_mn, 32),\n",
            C1, (128, 256, 512, 1), family="launch"),
     # ---- lint: kernel-wide rules of the PTX ISA (emu.lint)
     Mutant("mixed_cta_group", "tcgen05 instructions of one kernel with different .cta_group",
@@ -118,7 +121,7 @@ MUTANTS = (
     # ---- init: the mbarrier initialisation ordered before every use (emu.mbarrier, inside a CTA). arseni_ivanov's
     # B200-verified kernel never synchronises its inits either (issue 17), so the unordered use is a Note under its rule.
     Mutant("init_not_ordered_1cta", "no synchronisation between mbarrier init and its first use (1 CTA)",
-           "        pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)\n", "", C1, (128, 256, 512, 1),
+           "        pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)\n", "", C1, (128, 256, 512, 1),
            caught_by=("mismatch", "deadlock", "hazard", "launch", "note:mbarrier-used-before-init"), family="init"),
     # ---- schedule: races that need a large skew between roles (emu.machine.POLICIES)
     Mutant("acc_no_producer_acquire", "MMA overwrites an accumulator stage the epilogue may still read",
@@ -128,15 +131,53 @@ MUTANTS = (
            "                        peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)\n",
            "                        pass\n", C1, (128, 256, 2048, 1)),
     Mutant("acc_empty_count_half", "accumulator-empty barrier counts one CTA's epilogue threads in a pair",
-           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)\n",
-           "                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)\n", C2, (256, 512, 512, 1),
+           "CooperativeGroup(\n                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)\n",
+           "CooperativeGroup(\n                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS)\n", C2, (256, 512, 512, 1),
            family="schedule"),
     Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
            "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule"),
     # ---- wrap: only several tiles per CTA show it (emu.run.default_sm_count)
     Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",
-           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]",
+           "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, self.accs_per_stage * acc_consumer_state.index)]",
            "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 0)]", C1, (128, 512, 512, 1), family="wrap"),
+    # the tail (tail_k_tiles): acc1's own barrier, the held stages, acc2's first MMA when the tail is all of K
+    Mutant("tail_acc1_not_awaited", "tail: acc1 read before its barrier",
+           "                    acc1_pipeline.consumer_wait(acc_consumer_state)  # the tail hands acc1 over before acc2\n",
+           "", C_TAIL, (256, 128, 1024, 1)),
+    Mutant("tail_b2_pass_wrong_stages", "tail: A@B2 reads the stages after the held ones",
+           "self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2)",
+           "self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb2)", C_TAIL, (256, 256, 1024, 1),
+           sm_count=2),
+    Mutant("tail_acc2_not_cleared", "tail: A@B2 not cleared when the tail is all of K",
+           "                    tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)\n", "", C_TAIL,
+           (256, 128, 512, 1)),
+    # the exchange through distributed shared memory (split_k, product_per_cta)
+    Mutant("exchange_read_before_full", "exchange: slot read before its full barrier",
+           "        cute.arch.mbarrier_wait(xring.full + slots.index, slots.phase ^ 1)\n", "        pass\n", C_PAIR,
+           (128, 128, 512, 1)),
+    Mutant("exchange_slot_not_freed", "exchange: receiver never frees a slot",
+           "        cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)\n", "        pass\n", C_PAIR,
+           (128, 128, 512, 1)),
+    Mutant("exchange_expect_tx_short", "exchange: expect-tx bytes short",
+           "len(fragments) * self.epi_tile_n * 4, dst_rank)", "len(fragments) * self.epi_tile_n * 4 - 16, dst_rank)",
+           C_SPLIT, (256, 128, 512, 1)),
+    # split_k: the reduction and the K slices
+    Mutant("split_k_partial_dropped", "split-K: a slice's partial sums not added",
+           "                for sender in cutlass.range_constexpr(1, self.config.split_k):\n"
+           "                    for a in cutlass.range_constexpr(2):\n",
+           "                for sender in cutlass.range_constexpr(2, self.config.split_k):\n"
+           "                    for a in cutlass.range_constexpr(2):\n", C_SPLIT, (256, 128, 512, 1)),
+    Mutant("split_k_slices_overlap", "split-K: K slices overlap",
+           "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
+           "            k_tile_cnt = k_tile_cnt - k_first\n", C_SPLIT, (256, 128, 512, 1)),
+    # product_per_cta: which half goes to the peer, which product each CTA loads
+    Mutant("pair_sends_own_half", "product pair: a CTA sends the half it stores itself",
+           "tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)",
+           "tTR_tAcc[(None, None, None, part * half + i)], other)", C_PAIR, (128, 128, 512, 1)),
+    Mutant("pair_products_swapped", "product pair: each CTA loads the other product's B",
+           "                            if part == load.product:\n",
+           "                            if part != load.product:\n",
+           C_PAIR, (128, 128, 512, 1)),
 )
 
 

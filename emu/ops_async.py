@@ -18,7 +18,7 @@ from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
 from .ops_memory import lane_addresses
 from .ptx import Vec
-from .simt import to_bits
+from .simt import to_bits, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
 
@@ -289,6 +289,65 @@ class CpAsyncMbarrierArrive:
 
             ex.submit(w.cta.cluster, AsyncOp(f"cp.async arrive-on {off:#x}", run, _cp_async_queue(w, lane), ins.line,
                                              Cost("arrive", dests=(cta,))))
+
+
+@family("st.async")
+class StoreAsync:
+    """st.async{.weak}{.shared::cluster}.mbarrier::complete_tx::bytes{.v2,.v4}.type [a], b, [mbar] (PTX ISA 9.7.9.12
+    "st.async", PTX 8.1, sm_90): a non-blocking store of b to the distributed shared memory location a; when it has
+    completed, a complete-tx of the stored bytes on the mbarrier mbar. a and mbar are shared::cluster addresses and
+    must be in the same CTA (the ISA's restriction on the two operands); the address is aligned to the access size
+    (PTX ISA 5.4.4 "Vectors": a vector access is aligned to its total size). The value is read from the registers at
+    issue; the bytes land, and the mbarrier is signalled, at completion, in any order with other asynchronous
+    operations. Types: b32, b64, u32, u64, s32, s64, f32, f64; .v4 only for 32-bit types."""
+
+    TYPES = {"b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64"}
+
+    @staticmethod
+    def decode(ins):
+        mods = ins.parts[2:-1]
+        ty = ins.parts[-1]
+        vec = 1
+        for m in mods:
+            if m in ("v2", "v4"):
+                vec = int(m[1:])
+            elif m not in ("weak", "cluster", "shared::cluster", "mbarrier::complete_tx::bytes"):
+                raise unsupported(ins, f"modifier .{m}")
+        if "mbarrier::complete_tx::bytes" not in mods or ty not in StoreAsync.TYPES or (vec == 4 and ty[1:] == "64"):
+            raise unsupported(ins)
+        return vec, ty
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        vec, ty = ins.info
+        dst_op, src, mbar_op = ins.operands[:3]
+        dst = lane_addresses(ex, w, dst_op, 32)
+        mbar = lane_addresses(ex, w, mbar_op, 32)
+        items = src.items if isinstance(src, Vec) else (src,)
+        esize = type_bits(ty) // 8
+        values = [to_bits(w.read(it, ty, ex), ty) for it in items]
+        for lane in _lane(mask):
+            nbytes = esize * vec
+            if int(dst[lane]) % nbytes:
+                raise Hazard(f"{ins.opcode}: address {int(dst[lane]):#x} is not aligned to the {nbytes}-byte access")
+            cta, off = SharedAddressing.resolve(w.cta, int(dst[lane]), True)
+            bar_cta, bar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
+            if bar_cta is not cta:
+                raise Hazard(f"{ins.opcode}: the mbarrier (CTA rank {bar_cta.rank}) and the destination (CTA rank "
+                             f"{cta.rank}) must be in the same CTA (PTX ISA 9.7.9.12)")
+            bar = bar_cta.mbarriers.get(bar_off)
+            if bar is None:
+                raise Hazard(f"{ins.opcode}: no initialised mbarrier at shared offset {bar_off:#x} of CTA rank "
+                             f"{bar_cta.rank}")
+            check_use(bar, w, ins.opcode)  # no note: a remote use before publication is a hazard here
+            note_signal(bar, w, ex.clock)
+            data = np.array([int(v[lane]) for v in values], np.uint64).astype(f"<u{esize}").view(np.uint8)
+
+            def run(cta=cta, off=off, data=data, bar_off=bar_off, nbytes=nbytes):
+                _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
+                ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
+
+            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line))
 
 
 @family("cp.async.bulk.prefetch")

@@ -65,8 +65,10 @@ def default_sm_count(config, m: int, n: int, l: int) -> int | None:
     TILES_PER_CLUSTER tiles, so persistent CTAs wrap their shared-memory ring and accumulator stages; None (the
     B200's 148) for larger problems."""
     tm, tn = config.cta_tile_mn
-    ctas = config.cluster_mn[0] * config.cluster_mn[1]
-    tiles = (m // tm) * (n // tn) * l
+    # a K split or a product pair puts tile_ctas CTAs on one tile, in a launch cluster that many times larger
+    cm, cn = getattr(config, "launch_cluster_mn", config.cluster_mn)
+    ctas = cm * cn
+    tiles = (m // tm) * (n // tn) * l * getattr(config, "tile_ctas", 1)
     if tiles > SMALL_SHAPE_TILES:
         return None
     clusters = -(-tiles // ctas)

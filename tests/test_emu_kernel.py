@@ -28,11 +28,12 @@ def quick_if(case, quick: bool):
 
 
 def small_shape(cfg) -> tuple:
-    """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg."""
+    """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg (a k-tile for each
+    slice of a K split)."""
     cm, cn = cfg.cluster_mn
     m = 128 * cm
     n = max(128, cfg.cta_tile_mn[1] * cn)
-    return (m, n, 512, 1)
+    return (m, n, max(512, 256 * cfg.split_k), 1)
 
 
 # The gate: every config under the default verdict (six schedules each), all of it slow; the quick set's emulator
