@@ -126,6 +126,18 @@ class KernelConfig:
                  reading A from shared memory a second time; the two MMAs are issued by inline PTX
                  (mma_pair_a_collector), since the DSL's sm_100 MMA atom has no collector option. Off, the MMAs
                  are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. MEMORY.md "A collector".
+    silu_tanh:   silu(x) = h + h tanh(h), h = x / 2: one MUFU op (tanh.approx.f32) per element instead of two
+                 (ex2.approx, rcp.approx). Its accuracy near tanh = -1 is the hardware's (MEMORY.md "Epilogue knobs").
+    epi_pipeline: the epilogue loads subtile i + 1 from tensor memory before it computes and stores subtile i (two
+                 register buffers), and hands the accumulator stage back to the MMA warp as soon as the stage's last
+                 load has completed (tcgen05.wait::ld), before the last subtile's math and stores.
+    epi_ld_16x256b: tensor-memory loads of shape 16x256b (each thread: 2 rows x 2 columns per 8 columns, 4-byte
+                 stores of C) instead of 32x32b (one row per thread, 16-byte stores).
+    l2_prefetch_k_tiles: before the cluster sync and griddepcontrol.wait, the TMA warp prefetches into L2
+                 (cp.async.bulk.prefetch.tensor) the first this-many k-tiles of its first tile's six operands, so
+                 under PDL their DRAM reads overlap the previous kernel's tail. 0: off.
+    setmaxnreg:  the TMA and MMA warps give registers back (setmaxnreg.dec) and the epilogue warps take them
+                 (setmaxnreg.inc).
     """
 
     mma_tile_mn: Tuple[int, int] = (128, 128)
@@ -135,6 +147,11 @@ class KernelConfig:
     b_evict_first: bool = True
     pdl: bool = True
     a_collector: bool = False
+    silu_tanh: bool = False
+    epi_pipeline: bool = False
+    epi_ld_16x256b: bool = False
+    l2_prefetch_k_tiles: int = 0
+    setmaxnreg: bool = False
 
     @property
     def use_2cta(self) -> bool:
@@ -150,6 +167,9 @@ class KernelConfig:
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
+            f"{'_th' if self.silu_tanh else ''}{'_ep' if self.epi_pipeline else ''}"
+            f"{'_ld16' if self.epi_ld_16x256b else ''}"
+            f"{f'_pf{self.l2_prefetch_k_tiles}' if self.l2_prefetch_k_tiles else ''}{'_rg' if self.setmaxnreg else ''}"
         )
 
 
@@ -183,6 +203,20 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
 ) + tuple(
     KernelConfig(mma_tile_mn=tile, cluster_mn=cluster, a_collector=True)
     for tile, cluster in (((128, 64), (1, 1)), ((128, 128), (1, 1)), ((256, 64), (2, 1)), ((256, 128), (2, 1)))
+) + tuple(
+    # The epilogue and prologue knobs (MEMORY.md "Epilogue knobs") on CONFIG_TABLE's two tiles, one at a time, then
+    # together: the pipelined epilogue on 16-column steps (two register buffers), 16x256b loads on 8-column steps
+    # (gau-nernst v1g's form).
+    KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1), a_collector=tile_n == 64, **variant)
+    for tile_n in (64, 128)
+    for variant in (
+        {"silu_tanh": True},
+        {"epi_pipeline": True, "epi_tile_n": 16},
+        {"epi_ld_16x256b": True, "epi_tile_n": 8},
+        {"l2_prefetch_k_tiles": 2},
+        {"setmaxnreg": True},
+        {"silu_tanh": True, "epi_pipeline": True, "epi_tile_n": 16, "l2_prefetch_k_tiles": 2},
+    )
 )
 
 
@@ -234,6 +268,7 @@ class DualGemmKernel:
         self.mma_tiler_mn = config.mma_tile_mn
         self.cta_tile_mn = config.cta_tile_mn
         self.epi_tile_n = config.epi_tile_n
+        self.silu_mul = silu_mul_tanh_ if config.silu_tanh else silu_mul_
         plan = self.plan()
         self.num_ab_stage = plan["ab_stages"]
         self.num_acc_stage = plan["acc_stages"]
@@ -261,8 +296,10 @@ class DualGemmKernel:
             return False, "cluster M and N must be powers of two with at most 4 CTAs per cluster"
         if config.use_2cta and cm % 2:
             return False, "a 2-CTA MMA tile needs cluster M to be a multiple of 2"
-        if config.epi_tile_n not in (16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
-            return False, "epilogue tile N must be 16 or 32 and divide the CTA tile N"
+        if config.epi_tile_n not in (8, 16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
+            return False, "epilogue tile N must be 8, 16 or 32 and divide the CTA tile N"
+        if config.l2_prefetch_k_tiles < 0:
+            return False, "l2_prefetch_k_tiles must be 0 (off) or a number of k-tiles"
         return True, ""
 
     @staticmethod
@@ -610,6 +647,9 @@ class DualGemmKernel:
             sfb_smem_layout_staged,
         )
         sA, sB1, sB2, sSFA, sSFB1, sSFB2 = ring
+        if cutlass.const_expr(self.config.l2_prefetch_k_tiles > 0):
+            if warp_idx == self.TMA_WARP:
+                self._prefetch_first_k_tiles(loads, k_tile_cnt, tile_sched_params, tiled_mma)
 
         # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1
         tCrA = tiled_mma.make_fragment_A(sA)
@@ -619,6 +659,13 @@ class DualGemmKernel:
         tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, 2 * self.num_acc_stage))
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        if cutlass.const_expr(self.config.setmaxnreg):
+            # One setmaxnreg per warpgroup, executed by all its warps (PTX ISA setmaxnreg): warps 0-3 are the
+            # epilogue's warpgroup, warps 4-5 (MMA, TMA) the second one.
+            if warp_idx < self.MMA_WARP:
+                setmaxnreg(SETMAXNREG_EPILOGUE, "inc")
+            else:
+                setmaxnreg(SETMAXNREG_PRODUCERS, "dec")
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
@@ -756,15 +803,18 @@ class DualGemmKernel:
                 tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index)]
                 tTR_tAcc2 = epi.tAcc[(None, None, None, 0, None, 2 * acc_consumer_state.index + 1)]
                 acc_pipeline.consumer_wait(acc_consumer_state)
-                for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
-                    cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
-                    cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
-                    silu_mul_(tTR_rAcc1, tTR_rAcc2)
-                    tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
-                    cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
-                # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
-                cute.arch.fence_view_async_tmem_load()
-                acc_pipeline.consumer_release(acc_consumer_state)
+                if cutlass.const_expr(self.config.epi_pipeline):
+                    self._epilogue_stage_pipelined(epi, (tTR_tAcc1, tTR_tAcc2), tTR_gC, acc_pipeline, acc_consumer_state)
+                else:
+                    for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
+                        cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
+                        cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
+                        self.silu_mul(tTR_rAcc1, tTR_rAcc2)
+                        tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
+                        cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
+                    # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
+                    cute.arch.fence_view_async_tmem_load()
+                    acc_pipeline.consumer_release(acc_consumer_state)
                 acc_consumer_state.advance()
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
@@ -772,6 +822,54 @@ class DualGemmKernel:
             tmem.relinquish_alloc_permit()
             self.epilogue_barrier.arrive_and_wait()
             tmem.free(acc_tmem_ptr)
+
+    @cute.jit
+    def _prefetch_first_k_tiles(self, loads, k_tile_cnt, tile_sched_params, tiled_mma):
+        """L2 prefetch of the first KernelConfig.l2_prefetch_k_tiles k-tiles of this CTA's first tile: the bytes its
+        own first TMA loads will bring (each CTA of a cluster its own slice), issued before the cluster sync and
+        griddepcontrol.wait. A prefetch only warms L2, the coherence point every earlier write reaches first, so
+        it may run while the previous kernel still writes (PTX ISA cp.async.bulk.prefetch.tensor: no effect on
+        memory contents)."""
+        tile_sched, work_tile = self._first_work_tile(tile_sched_params)
+        if work_tile.is_valid_tile:
+            tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
+            row_tiles = self._load_rows(tile_m, tile_n)
+            for load in loads:
+                src = load.gmem[(None, row_tiles[load.rows], None, tile_l)]
+                for k_tile in cutlass.range_constexpr(self.config.l2_prefetch_k_tiles):
+                    if k_tile < k_tile_cnt:
+                        with cute.arch.elect_one():
+                            cute.prefetch(load.atom, src[(None, k_tile)])
+
+    def _epilogue_stage_pipelined(self, epi, tTR_tAccs, tTR_gC, acc_pipeline, acc_consumer_state):
+        """One accumulator stage through the epilogue, software-pipelined (KernelConfig.epi_pipeline).
+
+        Subtile i + 1's tensor-memory loads are issued before subtile i's math and stores, into the other of two
+        register buffers, so they are in flight meanwhile. Each subtile starts with tcgen05.wait::ld, after which
+        its registers are valid (PTX ISA tcgen05.wait); it also keeps ptxas from hoisting every load of the stage
+        to the top (compiled: 255 registers and spills for a 128-wide tile without it). After the last subtile's
+        wait every load of the stage is complete and the stage goes back to the MMA warp, before that subtile's
+        math and stores.
+        """
+        subtiles = cute.size(tTR_tAccs[0], mode=[3])
+        buffers = [[cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in tTR_tAccs] for _ in range(2)]
+        tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+
+        def load(subtile):
+            for tTR_tAcc, tTR_rAcc in zip(tTR_tAccs, buffers[subtile % 2]):
+                cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], tTR_rAcc)
+
+        load(0)
+        for subtile in range(subtiles):
+            cute.arch.fence_view_async_tmem_load()
+            if subtile + 1 < subtiles:
+                load(subtile + 1)
+            else:
+                acc_pipeline.consumer_release(acc_consumer_state)
+            tTR_rAcc1, tTR_rAcc2 = buffers[subtile % 2]
+            self.silu_mul(tTR_rAcc1, tTR_rAcc2)
+            tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
+            cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
 
     def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
         """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
@@ -940,14 +1038,20 @@ class DualGemmKernel:
 
     def _epilogue_views(self, tidx, tAcc: cute.Tensor, tCgC: cute.Tensor) -> "EpilogueViews":
         """Tensor-memory load atom and the matching per-thread views of the accumulators and of C."""
-        copy_atom_t2r = sm100_utils.get_tmem_load_op(
-            (*self.cta_tile_mn, K_TILE),
-            LayoutEnum.ROW_MAJOR,
-            C_DTYPE,
-            ACC_DTYPE,
-            self.epi_tile,
-            self.use_2cta,
-        )
+        if cutlass.const_expr(self.config.epi_ld_16x256b):
+            # 8 fp32 columns per repetition; a warp's 32 lanes take two 16-lane instructions
+            copy_atom_t2r = cute.make_copy_atom(
+                tcgen05.Ld16x256bOp(tcgen05.Repetition(self.epi_tile_n // 8)), ACC_DTYPE
+            )
+        else:
+            copy_atom_t2r = sm100_utils.get_tmem_load_op(
+                (*self.cta_tile_mn, K_TILE),
+                LayoutEnum.ROW_MAJOR,
+                C_DTYPE,
+                ACC_DTYPE,
+                self.epi_tile,
+                self.use_2cta,
+            )
         # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC)
         tAcc_epi = cute.flat_divide(tAcc[((None, None), 0, 0, None)], self.epi_tile)
         copy_t2r = tcgen05.make_tmem_copy(copy_atom_t2r, tAcc_epi[(None, None, 0, 0, 0)])
@@ -961,7 +1065,10 @@ class DualGemmKernel:
             tAcc=thr_copy_t2r.partition_S(tAcc_epi),
             gC=tTR_gC,
             fragment_shape=tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape,
-            store=cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128),
+            # 16x256b leaves each thread 2 adjacent columns per row: 4-byte stores; 32x32b a whole row: 16-byte ones
+            store=cute.make_copy_atom(
+                cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=32 if self.config.epi_ld_16x256b else 128
+            ),
         )
 
     @staticmethod
@@ -1050,6 +1157,57 @@ def silu_mul_(x: cute.Tensor, y: cute.Tensor):
     for i in cutlass.range_constexpr(cute.size(x)):
         xi = x[i]
         x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+
+
+@dsl_user_op
+def tanh_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """tanh(a) by one tanh.approx.f32 (one MUFU op), opaque to the compiler like ex2_approx."""
+    return cutlass.Float32(
+        llvm.inline_asm(
+            T.f32(),
+            [cutlass.Float32(a).ir_value(loc=loc, ip=ip)],
+            "tanh.approx.f32 $0, $1;",
+            "=f,f",
+            has_side_effects=True,
+            is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT,
+        )
+    )
+
+
+# setmaxnreg targets (KernelConfig.setmaxnreg): per-thread registers of the MMA + TMA warps and of the epilogue warps.
+# ptxas makes the larger one the kernel's register count at entry (compiled: 152 under 4.8.1), so the epilogue's
+# .inc never waits for the pool; the producers' code needs more than 104 (compiled: 56 and 96 spill).
+SETMAXNREG_PRODUCERS = 112
+SETMAXNREG_EPILOGUE = 152
+
+
+@dsl_user_op
+def setmaxnreg(count: int, action: str, *, loc=None, ip=None) -> None:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32: this warp's per-thread register maximum becomes count (the DSL's
+    wrappers for it differ between 4.3.5 and 4.8, the instruction does not)."""
+    llvm.inline_asm(
+        None,
+        [],
+        f"setmaxnreg.{action}.sync.aligned.u32 {count};",
+        "",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@cute.jit
+def silu_mul_tanh_(x: cute.Tensor, y: cute.Tensor):
+    """x <- silu(x) * y with silu(x) = x sigmoid(x) = h + h tanh(h), h = x / 2 (KernelConfig.silu_tanh).
+
+    One MUFU op per element. For x -> -inf, tanh(h) -> -1 and h + h tanh(h) cancels: the result there is
+    h times tanh's absolute error near -1, so this form is only as exact as the hardware's tanh.approx there
+    (MEMORY.md "Epilogue knobs": on the documented bound alone it would miss the tolerance).
+    """
+    for i in cutlass.range_constexpr(cute.size(x)):
+        h = x[i] * 0.5
+        x[i] = (h + h * tanh_approx(h)) * y[i]
 
 
 # ---------------------------------------------------------------------- host dispatch

