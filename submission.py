@@ -205,14 +205,15 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     for tile, cluster in (((128, 64), (1, 1)), ((128, 128), (1, 1)), ((256, 64), (2, 1)), ((256, 128), (2, 1)))
 ) + tuple(
     # The epilogue and prologue knobs (MEMORY.md "Epilogue knobs") on CONFIG_TABLE's two tiles, one at a time, then
-    # together: the pipelined epilogue on 16-column steps (two register buffers), 16x256b loads on 8-column steps
-    # (gau-nernst v1g's form).
+    # together. The pipelined epilogue steps 16 columns (two register buffers); 16x256b loads run in it: without
+    # its per-subtile tcgen05.wait::ld, and with 8-column steps, DSL 4.3.5's ptxas puts ~94 R2UR per k-tile into the
+    # MMA loop (compiled; preflight's r2ur column).
     KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1), a_collector=tile_n == 64, **variant)
     for tile_n in (64, 128)
     for variant in (
         {"silu_tanh": True},
         {"epi_pipeline": True, "epi_tile_n": 16},
-        {"epi_ld_16x256b": True, "epi_tile_n": 8},
+        {"epi_ld_16x256b": True, "epi_pipeline": True, "epi_tile_n": 16},
         {"l2_prefetch_k_tiles": 2},
         {"setmaxnreg": True},
         {"silu_tanh": True, "epi_pipeline": True, "epi_tile_n": 16, "l2_prefetch_k_tiles": 2},

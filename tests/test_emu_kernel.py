@@ -55,21 +55,21 @@ def test_leaderboard_generator_on_table_configs(name):
                                        ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
                                        ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13),
                                        ("m256n64_c2x1_e16_ac_ep", 14), ("m256n128_c2x1_e16_ep", 15),
-                                       ("m256n64_c2x1_e8_ac_ld16", 16), ("m256n128_c2x1_e8_ld16", 17),
+                                       ("m256n64_c2x1_e16_ac_ep_ld16", 16), ("m256n128_c2x1_e16_ep_ld16", 17),
                                        ("m256n64_c2x1_e32_ac_pf2", 18), ("m256n128_c2x1_e16_th_ep_pf2", 19),
                                        ("m256n64_c2x1_e32_ac_rg", 20)])
 def test_ctas_run_several_tiles(name, seed):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
     stages wrap across tiles (and the pipelined epilogue's early release meets the next tile's MMAs)."""
+    cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
     res = emulate(256, 512, 1024, 1, config_name=name, mode="strict", sched_seed=seed, sm_count=2)
     skip_while_opcode_pending(res)
     assert res.status == "match", res.summary() + "\n" + res.message
     grid = res.launch["grid"]
     assert grid[0] * grid[1] * grid[2] <= 2
-    assert res.stats["mma"] == (256 // 128) * (512 // int(name[name.index("n") + 1:name.index("_")])) * 4 * 4 * 2 \
-        // (2 if name.startswith("m256") else 1)
+    assert res.stats["mma"] == (256 // 128) * (512 // cfg.mma_tile_mn[1]) * 4 * 4 * 2 // (2 if cfg.use_2cta else 1)
     # with the A collector every B2 MMA takes A from it (emulated: the collector, not shared memory)
-    assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if name.endswith("_ac") else 0)
+    assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if cfg.a_collector else 0)
 
 
 @pytest.mark.parametrize("mutant", [

@@ -298,7 +298,7 @@ def test_pipelined_epilogue_waits_per_subtile_and_releases_before_the_last_math(
 
 @pytest.mark.slow
 def test_16x256b_loads_and_4_byte_stores():
-    ptx = _knob_ptx("m256n64_c2x1_e8_ac_ld16")
+    ptx = _knob_ptx("m256n64_c2x1_e16_ac_ep_ld16")
     assert _lines(ptx, r"tcgen05\.ld\.sync\.aligned\.16x256b") and not _lines(ptx, r"tcgen05\.ld\.sync\.aligned\.32x32b")
     assert _lines(ptx, r"st\.global\.b32") and not _lines(ptx, r"st\.global\.v4")
 
