@@ -163,6 +163,18 @@ class KernelConfig:
                  each with one accumulator of the whole tile N; A is multicast to both; before silu*mul each sends
                  the other half of its accumulator to its peer through distributed shared memory (gau-nernst v3).
                  Off: PTX unchanged. Suffix _ppc.
+    silu_tanh:   silu(x) = h + h tanh(h), h = x / 2: one MUFU op (tanh.approx.f32) per element instead of two
+                 (ex2.approx, rcp.approx). Its accuracy near tanh = -1 is the hardware's (MEMORY.md "Epilogue knobs").
+    epi_pipeline: the epilogue loads subtile i + 1 from tensor memory before it computes and stores subtile i (two
+                 register buffers), and hands the accumulator stage back to the MMA warp as soon as the stage's last
+                 load has completed (tcgen05.wait::ld), before the last subtile's math and stores.
+    epi_ld_16x256b: tensor-memory loads of shape 16x256b (each thread: 2 rows x 2 columns per 8 columns, 4-byte
+                 stores of C) instead of 32x32b (one row per thread, 16-byte stores).
+    l2_prefetch_k_tiles: before the cluster sync and griddepcontrol.wait, the TMA warp prefetches into L2
+                 (cp.async.bulk.prefetch.tensor) the first this-many k-tiles of its first tile's six operands, so
+                 under PDL their DRAM reads overlap the previous kernel's tail. 0: off.
+    setmaxnreg:  the TMA and MMA warps give registers back (setmaxnreg.dec) and the epilogue warps take them
+                 (setmaxnreg.inc).
     profile:     record %globaltimer and %clock64 per CTA at its phase boundaries (entry; the TMA warp before and
                  after griddepcontrol.wait; tensor memory allocated; the MMA warp's first stage landed and its mainloop
                  end; each accumulator got and released by the epilogue; epilogue end; exit) into a buffer passed as
@@ -180,6 +192,11 @@ class KernelConfig:
     split_k: int = 1
     tail_k_tiles: int = 0
     product_per_cta: bool = False
+    silu_tanh: bool = False
+    epi_pipeline: bool = False
+    epi_ld_16x256b: bool = False
+    l2_prefetch_k_tiles: int = 0
+    setmaxnreg: bool = False
     profile: bool = False
 
     @property
@@ -207,6 +224,9 @@ class KernelConfig:
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
             f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
             f"{'_ppc' if self.product_per_cta else ''}"
+            f"{'_th' if self.silu_tanh else ''}{'_ep' if self.epi_pipeline else ''}"
+            f"{'_ld16' if self.epi_ld_16x256b else ''}"
+            f"{f'_pf{self.l2_prefetch_k_tiles}' if self.l2_prefetch_k_tiles else ''}{'_rg' if self.setmaxnreg else ''}"
             f"{'_prof' if self.profile else ''}"
         )
 
@@ -251,6 +271,21 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1), product_per_cta=True),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), product_per_cta=True),
     KernelConfig(mma_tile_mn=(256, 256), cluster_mn=(2, 1), product_per_cta=True),
+) + tuple(
+    # The epilogue and prologue knobs (MEMORY.md "Epilogue knobs") on CONFIG_TABLE's two tiles, one at a time, then
+    # together. The pipelined epilogue steps 16 columns (two register buffers); 16x256b loads run in it: without
+    # its per-subtile tcgen05.wait::ld, and with 8-column steps, DSL 4.3.5's ptxas puts ~94 R2UR per k-tile into the
+    # MMA loop (compiled; preflight's r2ur column).
+    KernelConfig(mma_tile_mn=(256, tile_n), cluster_mn=(2, 1), a_collector=tile_n == 64, **variant)
+    for tile_n in (64, 128)
+    for variant in (
+        {"silu_tanh": True},
+        {"epi_pipeline": True, "epi_tile_n": 16},
+        {"epi_ld_16x256b": True, "epi_pipeline": True, "epi_tile_n": 16},
+        {"l2_prefetch_k_tiles": 2},
+        {"setmaxnreg": True},
+        {"silu_tanh": True, "epi_pipeline": True, "epi_tile_n": 16, "l2_prefetch_k_tiles": 2},
+    )
 )
 # tools/profile.py's configs: the profiling twin of every CONFIG_TABLE and TUNE_SPACE config (name suffix _prof).
 # Apart from TUNE_SPACE because the tuner times candidates through custom_kernel, which has no profile buffer.
@@ -312,6 +347,8 @@ class DualGemmKernel:
         self.mma_tiler_mn = config.mma_tile_mn
         self.cta_tile_mn = config.cta_tile_mn
         self.epi_tile_n = config.epi_tile_n
+        self.silu_mul = silu_mul_tanh_ if config.silu_tanh else silu_mul_
+        self.silu = silu_tanh_ if config.silu_tanh else silu_
         plan = self.plan()
         self.num_ab_stage = plan["ab_stages"]
         self.num_acc_stage = plan["acc_stages"]
@@ -341,11 +378,16 @@ class DualGemmKernel:
             return False, "cluster M and N must be powers of two with at most 4 CTAs per cluster"
         if config.use_2cta and cm % 2:
             return False, "a 2-CTA MMA tile needs cluster M to be a multiple of 2"
-        if config.epi_tile_n not in (16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
-            return False, "epilogue tile N must be 16 or 32 and divide the CTA tile N"
+        if config.epi_tile_n not in (8, 16, 32) or config.cta_tile_mn[1] % config.epi_tile_n:
+            return False, "epilogue tile N must be 8, 16 or 32 and divide the CTA tile N"
+        if config.l2_prefetch_k_tiles < 0:
+            return False, "l2_prefetch_k_tiles must be 0 (off) or a number of k-tiles"
         knobs = (config.split_k > 1) + (config.tail_k_tiles > 0) + config.product_per_cta
         if knobs > 1:
             return False, "split_k, tail_k_tiles and product_per_cta are exclusive (one tile protocol at a time)"
+        if knobs and (config.epi_pipeline or config.epi_ld_16x256b):
+            return False, ("epi_pipeline and epi_ld_16x256b shape the default epilogue; the tile protocols (split_k, "
+                           "tail_k_tiles, product_per_cta) run their own")
         if config.split_k not in (1, 2, 3, 4):
             return False, "split_k must be 1 (off), 2, 3 or 4"
         if config.tile_ctas > 1 and (cn != 1 or cm * config.tile_ctas > 8):
@@ -719,6 +761,7 @@ class DualGemmKernel:
         use_2cta = cute.size(tiled_mma.thr_id.shape) == 2
         bidx = cute.arch.block_idx()[0]
         is_leader_cta = bidx % cute.size(tiled_mma.thr_id.shape) == 0
+        prof = None
         if cutlass.const_expr(self.config.profile):
             prof = ProfileRecord.of_this_cta(profile_buf)
 
@@ -785,13 +828,16 @@ class DualGemmKernel:
             sfb_smem_layout_staged,
         )
         sA, sB1, sB2, sSFA, sSFB1, sSFB2 = ring
+        part = None  # this CTA's part of its tile, where several CTAs share one (tile_ctas)
         if cutlass.const_expr(self.config.tile_ctas > 1):
-            # This CTA's part of its tile: its K slice (split_k) or its product (product_per_cta).
             part = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) // self.launch_cluster_mn[0]
         k_first = None
         if cutlass.const_expr(self.config.split_k > 1):
             k_first = part * k_tile_cnt // self.config.split_k
             k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first
+        if cutlass.const_expr(self.config.l2_prefetch_k_tiles > 0):
+            if warp_idx == self.TMA_WARP:
+                self._prefetch_first_k_tiles(loads, k_tile_cnt, k_first, part, tile_sched_params, tiled_mma)
 
         # ---- MMA fragments; accumulator stage s holds acc1 at index 2s and acc2 at 2s + 1 (product_per_cta: its
         # one accumulator at s)
@@ -802,6 +848,13 @@ class DualGemmKernel:
         tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, self.accs_per_stage * self.num_acc_stage))
 
         pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)
+        if cutlass.const_expr(self.config.setmaxnreg):
+            # One setmaxnreg per warpgroup, executed by all its warps (PTX ISA setmaxnreg): warps 0-3 are the
+            # epilogue's warpgroup, warps 4-5 (MMA, TMA) the second one.
+            if warp_idx < self.MMA_WARP:
+                setmaxnreg(SETMAXNREG_EPILOGUE, "inc")
+            else:
+                setmaxnreg(SETMAXNREG_PRODUCERS, "dec")
 
         # ============================================================ TMA warp
         if warp_idx == self.TMA_WARP:
@@ -1004,9 +1057,7 @@ class DualGemmKernel:
                 else:
                     acc_pipeline.consumer_wait(acc_consumer_state)
                 if cutlass.const_expr(self.config.profile):
-                    got_stamp = profile_stamp()
-                    if tidx == 0:
-                        prof.put_handoff(acc_consumer_state.count, 0, got_stamp)
+                    self._stamp_handoff(prof, tidx, acc_consumer_state.count, 0)
                 if cutlass.const_expr(self.config.tail_k_tiles):
                     self._epilogue_tail(epi, acc_pipeline, acc_consumer_state, tTR_tAcc1, tTR_tAcc2, tTR_gC)
                 elif cutlass.const_expr(self.config.split_k > 1):
@@ -1015,20 +1066,22 @@ class DualGemmKernel:
                 elif cutlass.const_expr(self.config.product_per_cta):
                     exchange_state = self._epilogue_product_pair(epi, xring, part, tidx, tTR_tAcc1, tTR_gC,
                                                                  exchange_state)
+                elif cutlass.const_expr(self.config.epi_pipeline):
+                    self._epilogue_stage_pipelined(epi, (tTR_tAcc1, tTR_tAcc2), tTR_gC, acc_pipeline,
+                                                   acc_consumer_state, prof, tidx)
                 else:
                     for subtile in cutlass.range(cute.size(tTR_tAcc1, mode=[3])):
                         cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], tTR_rAcc1)
                         cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], tTR_rAcc2)
-                        silu_mul_(tTR_rAcc1, tTR_rAcc2)
+                        self.silu_mul(tTR_rAcc1, tTR_rAcc2)
                         tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
                         cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
-                # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
-                cute.arch.fence_view_async_tmem_load()
-                acc_pipeline.consumer_release(acc_consumer_state)
-                if cutlass.const_expr(self.config.profile):
-                    released_stamp = profile_stamp()
-                    if tidx == 0:
-                        prof.put_handoff(acc_consumer_state.count, 1, released_stamp)
+                if cutlass.const_expr(not self.config.epi_pipeline):  # (the pipelined stage released it early)
+                    # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
+                    cute.arch.fence_view_async_tmem_load()
+                    acc_pipeline.consumer_release(acc_consumer_state)
+                    if cutlass.const_expr(self.config.profile):
+                        self._stamp_handoff(prof, tidx, acc_consumer_state.count, 1)
                 acc_consumer_state.advance()
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
@@ -1064,6 +1117,75 @@ class DualGemmKernel:
             cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
 
+    @cute.jit
+    def _prefetch_first_k_tiles(self, loads, k_tile_cnt, k_first, part, tile_sched_params, tiled_mma):
+        """L2 prefetch of the first KernelConfig.l2_prefetch_k_tiles k-tiles of this CTA's first tile: the bytes its
+        own first TMA loads will bring (each CTA of a cluster its own slice; a K split's from its first k-tile, a
+        product pair's only its product's operands), issued before the cluster sync and griddepcontrol.wait. A
+        prefetch only warms L2, the coherence point every earlier write reaches first, so it may run while the
+        previous kernel still writes (PTX ISA cp.async.bulk.prefetch.tensor: no effect on memory contents)."""
+        tile_sched, work_tile = self._first_work_tile(tile_sched_params)
+        if work_tile.is_valid_tile:
+            tile_m, tile_n, tile_l = self._mma_tile_coord(work_tile.tile_idx, tiled_mma)
+            row_tiles = self._load_rows(tile_m, tile_n)
+            for load in loads:
+                src = load.gmem[(None, row_tiles[load.rows], None, tile_l)]
+                for k_tile in cutlass.range_constexpr(self.config.l2_prefetch_k_tiles):
+                    if k_tile < k_tile_cnt:
+                        if cutlass.const_expr(load.product is None):
+                            self._prefetch_k_tile(load, src, k_tile, k_first)
+                        else:
+                            if part == load.product:
+                                self._prefetch_k_tile(load, src, k_tile, k_first)
+
+    @staticmethod
+    def _prefetch_k_tile(load: "TmaLoad", src, k_tile, k_first):
+        """One elected thread's L2 prefetch of one operand's k-tile k_tile (from k_first with split_k)."""
+        if k_first is not None:
+            k_tile = k_first + k_tile
+        with cute.arch.elect_one():
+            cute.prefetch(load.atom, src[(None, k_tile)])
+
+    def _epilogue_stage_pipelined(self, epi, tTR_tAccs, tTR_gC, acc_pipeline, acc_consumer_state, prof, tidx):
+        """One accumulator stage through the epilogue, software-pipelined (KernelConfig.epi_pipeline).
+
+        Subtile i + 1's tensor-memory loads are issued before subtile i's math and stores, into the other of two
+        register buffers, so they are in flight meanwhile. Each subtile starts with tcgen05.wait::ld, after which
+        its registers are valid (PTX ISA tcgen05.wait); it also keeps ptxas from hoisting every load of the stage
+        to the top (compiled: 255 registers and spills for a 128-wide tile without it). After the last subtile's
+        wait every load of the stage is complete and the stage goes back to the MMA warp, before that subtile's
+        math and stores.
+        """
+        subtiles = cute.size(tTR_tAccs[0], mode=[3])
+        buffers = [[cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in tTR_tAccs] for _ in range(2)]
+        tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+
+        def load(subtile):
+            for tTR_tAcc, tTR_rAcc in zip(tTR_tAccs, buffers[subtile % 2]):
+                cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], tTR_rAcc)
+
+        load(0)
+        for subtile in range(subtiles):
+            cute.arch.fence_view_async_tmem_load()
+            if subtile + 1 < subtiles:
+                load(subtile + 1)
+            else:
+                acc_pipeline.consumer_release(acc_consumer_state)
+                if cutlass.const_expr(self.config.profile):
+                    self._stamp_handoff(prof, tidx, acc_consumer_state.count, 1)
+            tTR_rAcc1, tTR_rAcc2 = buffers[subtile % 2]
+            self.silu_mul(tTR_rAcc1, tTR_rAcc2)
+            tTR_rC.store(tTR_rAcc1.load().to(C_DTYPE))
+            cute.copy(epi.store, tTR_rC, tTR_gC[(None, None, None, subtile)])
+
+    @cute.jit
+    def _stamp_handoff(self, prof, tidx, tile, released: int):
+        """KernelConfig.profile: stamp the epilogue's hand-off of accumulator `tile` (released 0: it got the
+        accumulator, 1: it gave it back); the whole warp reads the clocks, thread 0 stores them."""
+        stamp = profile_stamp()
+        if tidx == 0:
+            prof.put_handoff(tile, released, stamp)
+
     def _mma_pair_a_collector(self, tiled_mma, storage, stage, kblock, accs, tCtSFA, tCtSFBs):
         """Both MMAs of one k-block, A kept in the A collector between them (KernelConfig.a_collector).
 
@@ -1095,8 +1217,8 @@ class DualGemmKernel:
     @cute.jit
     def _epilogue_tail(self, epi, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC):
         """tail_k_tiles, after acc1's own full barrier: silu(acc1) into registers while the MMA warp still runs A@B2's
-        last k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first TAIL_SILU_COLUMNS columns (all of
-        a 64-wide tile); a 128-wide tile's rest follows a subtile at a time. Holding all 128, or unrolling that loop,
+        last k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first TAIL_SILU_COLUMNS columns (all
+        of a 64-wide tile); a 128-wide tile's rest follows a subtile at a time. Holding all 128, or unrolling that loop,
         took 255 registers and spilled under DSL 4.3.5 (compiled)."""
         subtiles = cute.size(tTR_tAcc1, mode=[3])
         ahead = min(subtiles, TAIL_SILU_COLUMNS // self.epi_tile_n)
@@ -1106,7 +1228,7 @@ class DualGemmKernel:
         rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
         for subtile in cutlass.range_constexpr(ahead):
             cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], silu1[subtile])
-            silu_(silu1[subtile])
+            self.silu(silu1[subtile])
         acc_pipeline.consumer_wait(acc_state)
         for subtile in cutlass.range_constexpr(ahead):
             cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
@@ -1117,7 +1239,7 @@ class DualGemmKernel:
         for subtile in cutlass.range(ahead, subtiles):
             cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], acc1)
             cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
-            silu_mul_(acc1, acc2)
+            self.silu_mul(acc1, acc2)
             rC.store(acc1.load().to(C_DTYPE))
             cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
 
@@ -1140,7 +1262,7 @@ class DualGemmKernel:
                         add_(accs[a], partial)
                 for sender in cutlass.range_constexpr(1, self.config.split_k):
                     self._exchange_release(xring, slots, receiver + sender * self.launch_cluster_mn[0])
-                silu_mul_(accs[0], accs[1])
+                self.silu_mul(accs[0], accs[1])
                 rC.store(accs[0].load().to(C_DTYPE))
                 cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
             else:
@@ -1166,10 +1288,10 @@ class DualGemmKernel:
             self._exchange_read(xring, slots, 0, tidx, other)
             self._exchange_release(xring, slots, peer)
             if part == 0:
-                silu_mul_(own, other)
+                self.silu_mul(own, other)
                 rC.store(own.load().to(C_DTYPE))
             else:
-                silu_mul_(other, own)
+                self.silu_mul(other, own)
                 rC.store(other.load().to(C_DTYPE))
             cute.copy(epi.store, rC, tTR_gC[(None, None, None, part * half + i)])
             slots.advance()
@@ -1398,14 +1520,20 @@ class DualGemmKernel:
 
     def _epilogue_views(self, tidx, tAcc: cute.Tensor, tCgC: cute.Tensor) -> "EpilogueViews":
         """Tensor-memory load atom and the matching per-thread views of the accumulators and of C."""
-        copy_atom_t2r = sm100_utils.get_tmem_load_op(
-            (*self.cta_tile_mn, K_TILE),
-            LayoutEnum.ROW_MAJOR,
-            C_DTYPE,
-            ACC_DTYPE,
-            self.epi_tile,
-            self.use_2cta,
-        )
+        if cutlass.const_expr(self.config.epi_ld_16x256b):
+            # 8 fp32 columns per repetition; a warp's 32 lanes take two 16-lane instructions
+            copy_atom_t2r = cute.make_copy_atom(
+                tcgen05.Ld16x256bOp(tcgen05.Repetition(self.epi_tile_n // 8)), ACC_DTYPE
+            )
+        else:
+            copy_atom_t2r = sm100_utils.get_tmem_load_op(
+                (*self.cta_tile_mn, K_TILE),
+                LayoutEnum.ROW_MAJOR,
+                C_DTYPE,
+                ACC_DTYPE,
+                self.epi_tile,
+                self.use_2cta,
+            )
         # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC)
         tAcc_epi = cute.flat_divide(tAcc[((None, None), 0, 0, None)], self.epi_tile)
         copy_t2r = tcgen05.make_tmem_copy(copy_atom_t2r, tAcc_epi[(None, None, 0, 0, 0)])
@@ -1419,7 +1547,10 @@ class DualGemmKernel:
             tAcc=thr_copy_t2r.partition_S(tAcc_epi),
             gC=tTR_gC,
             fragment_shape=tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape,
-            store=cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128),
+            # 16x256b leaves each thread 2 adjacent columns per row: 4-byte stores; 32x32b a whole row: 16-byte ones
+            store=cute.make_copy_atom(
+                cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=32 if self.config.epi_ld_16x256b else 128
+            ),
         )
 
     @staticmethod
@@ -1640,6 +1771,66 @@ def ld_shared_v4_f32(address, *, loc=None, ip=None):
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
     return [cutlass.Float32(llvm.extractvalue(T.f32(), result, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@dsl_user_op
+def tanh_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
+    """tanh(a) by one tanh.approx.f32 (one MUFU op), opaque to the compiler like ex2_approx."""
+    return cutlass.Float32(
+        llvm.inline_asm(
+            T.f32(),
+            [cutlass.Float32(a).ir_value(loc=loc, ip=ip)],
+            "tanh.approx.f32 $0, $1;",
+            "=f,f",
+            has_side_effects=True,
+            is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT,
+        )
+    )
+
+
+# setmaxnreg targets (KernelConfig.setmaxnreg): per-thread registers of the MMA + TMA warps and of the epilogue warps.
+# ptxas makes the larger one the kernel's register count at entry (compiled: 152 under 4.8.1), so the epilogue's
+# .inc never waits for the pool; the producers' code needs more than 104 (compiled: 56 and 96 spill).
+SETMAXNREG_PRODUCERS = 112
+SETMAXNREG_EPILOGUE = 152
+
+
+@dsl_user_op
+def setmaxnreg(count: int, action: str, *, loc=None, ip=None) -> None:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32: this warp's per-thread register maximum becomes count (the DSL's
+    wrappers for it differ between 4.3.5 and 4.8, the instruction does not)."""
+    llvm.inline_asm(
+        None,
+        [],
+        f"setmaxnreg.{action}.sync.aligned.u32 {count};",
+        "",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@cute.jit
+def silu_mul_tanh_(x: cute.Tensor, y: cute.Tensor):
+    """x <- silu(x) * y with silu(x) = x sigmoid(x) = h + h tanh(h), h = x / 2 (KernelConfig.silu_tanh).
+
+    One MUFU op per element. For x -> -inf, tanh(h) -> -1 and h + h tanh(h) cancels: the result there is
+    h times tanh's absolute error near -1, so this form is only as exact as the hardware's tanh.approx there
+    (MEMORY.md "Epilogue knobs": on the documented bound alone it would miss the tolerance).
+    """
+    for i in cutlass.range_constexpr(cute.size(x)):
+        h = x[i] * 0.5
+        x[i] = (h + h * tanh_approx(h)) * y[i]
+
+
+@cute.jit
+def silu_tanh_(x: cute.Tensor):
+    """x <- silu(x) = h + h tanh(h), h = x / 2, elementwise (KernelConfig.silu_tanh; silu_mul_tanh_ without the
+    product, for the tail's acc1)."""
+    for i in cutlass.range_constexpr(cute.size(x)):
+        h = x[i] * 0.5
+        x[i] = h + h * tanh_approx(h)
 
 
 # ---------------------------------------------------------------------- host dispatch

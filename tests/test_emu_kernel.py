@@ -26,7 +26,6 @@ QUICK = {"m128n64_c1x1_e32", "m256n64_c2x1_e32", "m256n64_c2x1_e32_ac"}
 def quick_if(case, quick: bool):
     return pytest.param(*case) if quick else pytest.param(*case, marks=pytest.mark.slow)
 
-
 def small_shape(cfg) -> tuple:
     """The smallest leaderboard-valid shape (M, N multiples of 128) that fills one cluster of cfg (a k-tile for each
     slice of a K split)."""
@@ -73,21 +72,28 @@ def test_leaderboard_generator_on_table_configs(name):
 @pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
                                        ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
                                        ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
-                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13)])
+                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13),
+                                       ("m256n64_c2x1_e16_ac_ep", 14), ("m256n128_c2x1_e16_ep", 15),
+                                       ("m256n64_c2x1_e16_ac_ep_ld16", 16), ("m256n128_c2x1_e16_ep_ld16", 17),
+                                       ("m256n64_c2x1_e32_ac_pf2", 18), ("m256n128_c2x1_e16_th_ep_pf2", 19),
+                                       ("m256n64_c2x1_e32_ac_rg", 20)])
 def test_ctas_run_several_tiles(name, seed):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
-    stages wrap across tiles."""
+    stages wrap across tiles (and the pipelined epilogue's early release meets the next tile's MMAs)."""
+    cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
     res = emulate(256, 512, 1024, 1, config_name=name, mode="strict", sched_seed=seed, sm_count=2)
     assert res.status == "match", res.summary() + "\n" + res.message
     grid = res.launch["grid"]
     assert grid[0] * grid[1] * grid[2] <= 2
-    assert res.stats["mma"] == (256 // 128) * (512 // int(name[name.index("n") + 1:name.index("_")])) * 4 * 4 * 2 \
-        // (2 if name.startswith("m256") else 1)
+    assert res.stats["mma"] == (256 // 128) * (512 // cfg.mma_tile_mn[1]) * 4 * 4 * 2 // (2 if cfg.use_2cta else 1)
     # with the A collector every B2 MMA takes A from it (emulated: the collector, not shared memory)
-    assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if name.endswith("_ac") else 0)
+    assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if cfg.a_collector else 0)
 
 
-@pytest.mark.parametrize("mutant", [quick_if([m], m.name == "swap_b") for m in MUTANTS], ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", [
+    pytest.param(m, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=m.missed_because)])
+    if m.missed_because
+    else quick_if([m], m.name == "swap_b") for m in MUTANTS], ids=lambda m: m.name)
 def test_planted_bug_is_reported(mutant, tmp_path):
     """By the default verdict (it stops at the first schedule that catches the bug)."""
     path = mutant.write(tmp_path)
@@ -119,6 +125,17 @@ def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
                   schedules=10, stop_at_failure=False)
     caught = [r.schedule for r in res.runs if mutant.caught(r)]
     assert len(res.runs) == 10 and caught, f"{mutant.name}: caught by none of {[r.schedule for r in res.runs]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["strict", "leaderboard"])
+@pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac_th", "m256n128_c2x1_e32_th"])
+def test_silu_tanh_within_tolerance(name, mode):
+    """KernelConfig.silu_tanh: h + h tanh.approx(h) cancels for x << 0, where tanh's error near -1 decides whether C
+    stays within the leaderboard's tolerance (MEMORY.md "Epilogue knobs"); K = 1024 puts |x| up to ~60 on both
+    generators; the emulator's tanh.approx.f32 carries its GPU-measured error model (emu.mufu)."""
+    res = emulate(256, 256, 1024, 1, config_name=name, mode=mode, sched_seed=21)
+    assert res.status == "match", res.summary() + "\n" + res.message
 
 
 def test_mutants_cover_the_issue_kinds():

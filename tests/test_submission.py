@@ -116,6 +116,21 @@ def test_a_collector_only_on_64_wide_tiles():
     assert [S.CONFIG_TABLE[s].a_collector for s in sorted(S.CONFIG_TABLE)] == [True, True, False, False]
 
 
+# The epilogue and prologue knobs of issue 13 (MEMORY.md "Epilogue knobs"): field -> name suffix
+EPILOGUE_KNOBS = {"silu_tanh": "_th", "epi_pipeline": "_ep", "epi_ld_16x256b": "_ld16", "l2_prefetch_k_tiles": "_pf",
+                  "setmaxnreg": "_rg"}
+
+
+@pytest.mark.parametrize("field", EPILOGUE_KNOBS)
+def test_each_epilogue_knob_is_in_tune_space_on_the_table_tiles_and_named(field):
+    suffix = EPILOGUE_KNOBS[field]
+    on = [c for c in S.TUNE_SPACE if getattr(c, field)]
+    assert {(c.mma_tile_mn, c.cluster_mn) for c in on} >= {(c.mma_tile_mn, c.cluster_mn) for c in S.CONFIG_TABLE.values()}
+    assert all(suffix in c.name for c in on)
+    assert not any(suffix in c.name for c in S.TUNE_SPACE if not getattr(c, field))
+    assert not any(getattr(c, field) for c in S.CONFIG_TABLE.values()), "CONFIG_TABLE is the timed emulator's to change"
+
+
 @pytest.mark.parametrize("cfg", S.TUNE_SPACE, ids=lambda c: c.name)
 def test_plan_fits_sm100_and_stages_are_maximal(cfg):
     plan = S.DualGemmKernel(cfg).plan()
@@ -134,6 +149,7 @@ def test_plan_fits_sm100_and_stages_are_maximal(cfg):
         (S.KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(1, 1)), "2-CTA"),
         (S.KernelConfig(cluster_mn=(8, 1)), "cluster"),
         (S.KernelConfig(epi_tile_n=24), "epilogue"),
+        (S.KernelConfig(l2_prefetch_k_tiles=-1), "l2_prefetch_k_tiles"),
     ],
 )
 def test_bad_configs_are_refused_with_a_reason(cfg, why):
@@ -247,6 +263,60 @@ def test_compile_for_every_task_shape_offline():
     for shape, launcher in launchers.items():
         assert launcher is S.compile_config(S.config_for(*shape)), "compile_config must cache per config"
     assert len({id(f) for f in launchers.values()}) == len({S.config_for(*s) for s in SHAPES})
+
+
+def _knob_ptx(name):
+    from emu.launch import compile_artifacts
+
+    cfg = next(c for c in S.TUNE_SPACE if c.name == name)
+    return (compile_artifacts(SOURCE_PATH, cfg) / "kernel.ptx").read_text()
+
+
+def _lines(ptx, pattern):
+    return [i for i, line in enumerate(ptx.splitlines()) if re.search(pattern, line)]
+
+
+@pytest.mark.slow
+def test_silu_tanh_ptx_has_one_mufu_op_per_element():
+    off, on = _knob_ptx("m256n64_c2x1_e32_ac"), _knob_ptx("m256n64_c2x1_e32_ac_th")
+    assert len(_lines(on, r"tanh\.approx\.f32")) == len(_lines(off, r"ex2\.approx")) == len(_lines(off, r"rcp\.approx")) > 0
+    assert not _lines(on, r"ex2\.approx|rcp\.approx")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, subtiles", [("m256n64_c2x1_e16_ac_ep", 4), ("m256n128_c2x1_e16_ep", 8)])
+def test_pipelined_epilogue_waits_per_subtile_and_releases_before_the_last_math(name, subtiles):
+    ptx = _knob_ptx(name)
+    loads, waits = _lines(ptx, r"tcgen05\.ld\."), _lines(ptx, r"tcgen05\.wait::ld")
+    stores, arrives = _lines(ptx, r"st\.global"), _lines(ptx, r"mbarrier\.arrive")
+    assert len(loads) == 2 * subtiles and len(waits) == subtiles  # unrolled: two accumulators per subtile
+    # subtile i + 1's loads are issued before subtile i's stores
+    assert loads[2] < stores[0]
+    release = min(a for a in arrives if a > waits[-1])
+    assert loads[-1] < waits[-1] < release < stores[-1]
+
+
+@pytest.mark.slow
+def test_16x256b_loads_and_4_byte_stores():
+    ptx = _knob_ptx("m256n64_c2x1_e16_ac_ep_ld16")
+    assert _lines(ptx, r"tcgen05\.ld\.sync\.aligned\.16x256b") and not _lines(ptx, r"tcgen05\.ld\.sync\.aligned\.32x32b")
+    assert _lines(ptx, r"st\.global\.b32") and not _lines(ptx, r"st\.global\.v4")
+
+
+@pytest.mark.slow
+def test_l2_prefetch_runs_before_the_cluster_sync_and_the_pdl_wait_on_one_lane():
+    ptx = _knob_ptx("m256n64_c2x1_e32_ac_pf2")
+    prefetches = _lines(ptx, r"cp\.async\.bulk\.prefetch\.tensor")
+    assert len(prefetches) == 6 * 2  # six operands, two k-tiles
+    assert max(prefetches) < min(_lines(ptx, r"barrier\.cluster\.wait")) < min(_lines(ptx, r"griddepcontrol\.wait"))
+    assert len(_lines(ptx, r"elect\.sync")) >= len(_lines(_knob_ptx("m256n64_c2x1_e32_ac"), r"elect\.sync")) + 12
+
+
+@pytest.mark.slow
+def test_setmaxnreg_once_per_warpgroup():
+    ptx = _knob_ptx("m256n64_c2x1_e32_ac_rg")
+    assert len(_lines(ptx, rf"setmaxnreg\.inc\.sync\.aligned\.u32 {S.SETMAXNREG_EPILOGUE};")) == 1
+    assert len(_lines(ptx, rf"setmaxnreg\.dec\.sync\.aligned\.u32 {S.SETMAXNREG_PRODUCERS};")) == 1
 
 
 def test_compile_emits_none_of_the_deprecation_warnings_the_package_can_avoid(recwarn):

@@ -276,6 +276,36 @@ def test_parse_tool_outputs():
     assert (s["UTCOMMA"], s["UTCCP"], s["LDTM"], s["STL"], s["LDL"]) == (1, 1, 1, 1, 0)
 
 
+# Two k-loops as ptxas lays them out: the TMA loop (0x0100-0x0160) and the MMA loop (0x0200-0x0280), a wait-retry
+# stub at the end that branches back into the MMA loop (a larger backward range: not the innermost), an R2UR before
+# the loops (not counted) and one in the out-of-line stub (outside the innermost range: not counted).
+LOOPS_SASS = """\t\tFunction : k_main
+        /*0000*/                   R2UR UR4, R2 ;
+        /*0100*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R3 ;
+        /*0110*/              @!P0 BRA 0x0300 ;
+        /*0120*/                   R2UR UR8, R10 ;
+        /*0130*/                   UTMALDG.3D.2CTA [UR48], [UR60], desc[URZ] ;
+        /*0140*/                   S2UR UR9, SR_CTAID.Z ;
+        /*0150*/                   UTMALDG.4D.MULTICAST.2CTA [UR16], [UR46], UR23, desc[URZ] ;
+        /*0160*/                   BRA.U UP0, 0x0100 ;
+        /*0200*/                   UTCCP.T.S.2CTA.4x32dp128bit tmem[UR21+0x100], gdesc[UR4] ;
+        /*0210*/                   UTCOMMA.2CTA.4X gdesc[UR8].A_KEEP, gdesc[UR10], tmem[UR29], tmem[UR74], idesc[UR75], tmem[UR34], UP3 ;
+        /*0220*/              @!P1 BRA 0x0310 ;
+        /*0280*/                   BRA.U UP1, 0x0200 ;
+        /*0300*/                   BRA 0x0100 ;
+        /*0310*/                   R2UR UR5, R9 ;
+        /*0320*/                   BRA 0x0210 ;
+"""
+
+
+def test_sass_mainloops_count_uniform_moves_in_the_innermost_k_loops():
+    loops = preflight.sass_mainloops(LOOPS_SASS)["k_main"]
+    assert loops == {"tma": {"span": [0x100, 0x160], "R2UR": 1, "S2UR": 1},
+                     "mma": {"span": [0x200, 0x280], "R2UR": 0, "S2UR": 0}}
+    assert preflight.parse_sass(LOOPS_SASS)["k_main"]["mainloops"] == loops
+    assert preflight.sass_mainloops(SASS) == {}  # straight-line code has no k-loop
+
+
 def _rec(ptx=PTX, ptxas=PTXAS, resource=RESOURCE, plan=None):
     return {"status": "compiled", "plan": plan or {"smem_bytes": 200000, "threads_per_cta": 192, "tmem_cols": 512},
             "artifacts": {"entries": preflight.parse_ptx(ptx), "ptxas": preflight.parse_ptxas(ptxas),

@@ -197,7 +197,54 @@ def parse_sass(text: str) -> dict[str, dict]:
         m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
         if cur is not None and m and m.group(1) in cur:
             cur[m.group(1)] += 1
+    for name, loops in sass_mainloops(text).items():
+        res.setdefault(name, {k: 0 for k in SASS_KEYS})["mainloops"] = loops
     return res
+
+
+# Moves into the uniform datapath: R2UR copies a vector register to a uniform one, S2UR a special register. The
+# tcgen05/TMA instructions take uniform operands, so a value ptxas could not prove warp-uniform costs an R2UR at
+# each use; gau-nernst's B200 kernels (v1e, "check SASS to avoid R2UR") keep them out of the hot loop.
+UNIFORM_MOVES = ("R2UR", "S2UR")
+# The k-loops: the MMA warp's (it issues the UTC*MMA) and the TMA warp's (it issues the UTMALDG).
+MAINLOOP_MARKERS = {"mma": ("UTCQMMA", "UTCOMMA", "UTCHMMA", "UTCIMMA"), "tma": ("UTMALDG",)}
+_SASS_INSTR = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)(?:\.[\w.]+)?\s*([^;]*);")
+
+
+def sass_mainloops(text: str) -> dict[str, dict]:
+    """{function: {"mma"|"tma": {"span": [first, last address], "R2UR": n, "S2UR": n}}}: per k-loop, the
+    innermost loop (address range from a backward branch's target to the branch) that holds the loop's marker
+    instruction, and the uniform-datapath moves inside that range. Out-of-line code the loop branches to (the
+    mbarrier retry paths ptxas moves to the function's end) lies outside the range and is not counted."""
+    funcs: dict[str, list] = {}
+    cur = None
+    for line in text.splitlines():
+        m = re.search(r"Function : ([\w$]+)", line)
+        if m:
+            cur = funcs.setdefault(m.group(1), [])
+            continue
+        m = _SASS_INSTR.match(line)
+        if cur is not None and m:
+            cur.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    out = {}
+    for name, instrs in funcs.items():
+        loops = []
+        for addr, op, args in instrs:
+            target = re.search(r"\b0x([0-9a-f]+)\b", args) if op in ("BRA", "JMP") else None
+            if target and int(target.group(1), 16) <= addr:
+                loops.append((int(target.group(1), 16), addr))
+        found = {}
+        for role, markers in MAINLOOP_MARKERS.items():
+            marked = [a for a, op, _ in instrs if op in markers]
+            spans = [(lo, hi) for lo, hi in loops if any(lo <= a <= hi for a in marked)]
+            if not spans:
+                continue
+            lo, hi = min(spans, key=lambda span: span[1] - span[0])
+            inside = [op for a, op, _ in instrs if lo <= a <= hi]
+            found[role] = {"span": [lo, hi], **{k: inside.count(k) for k in UNIFORM_MOVES}}
+        if found:
+            out[name] = found
+    return out
 
 
 # ----------------------------------------------------------------------------- lint
@@ -455,6 +502,10 @@ def judge(rec: dict, capacity: int) -> list[str]:
         bad.append(f"spills: {s['spill_bytes']} bytes ({s['spill_from']})")
     sass_local = sum(v.get("LDL", 0) + v.get("STL", 0) for v in art["sass"].values())
     s["sass_local_ops"] = sass_local if art["sass"] else None
+    # Reported, not judged: today's CONFIG_TABLE 512-row config has 3 R2UR per k-tile in its MMA loop.
+    loops = [v["mainloops"] for v in art["sass"].values() if v.get("mainloops")]
+    s["mainloop_uniform_moves"] = {role: sum(loop[role][k] for k in UNIFORM_MOVES) for loop in loops for role in loop} \
+        if loops else None
     # shared memory: dynamic from plan(), static from the cubin (includes the DSL's 1 KB aligned base) or PTX
     static = max([v.get("shared", 0) for v in res.values()] + [v["static_smem"] for v in ents.values()], default=0)
     dyn = plan.get("dynamic_smem_bytes", plan.get("smem_bytes"))  # static is measured from the cubin above
@@ -576,14 +627,17 @@ def fmt_table(rows: list[dict]) -> str:
     """One row per config; "used by" comes last and is printed whole (it can name many shapes)."""
     width = max([len(r["name"]) for r in rows] + [6])
     cols = [("config", width), ("result", 6), ("regs", 4), ("spill B", 7), ("smem B", 6), ("bars", 4), ("thr", 3),
-            ("mma bs16/all", 12), ("2cta", 4), ("cp", 3), ("ld", 3), ("tma", 4), ("s", 5), ("used by", 0)]
+            ("mma bs16/all", 12), ("2cta", 4), ("cp", 3), ("ld", 3), ("tma", 4), ("r2ur m/t", 8), ("s", 5),
+            ("used by", 0)]
     out = ["  ".join(n.ljust(w) for n, w in cols).rstrip()]
     for r in rows:
         s = r.get("summary", {})
+        moves = s.get("mainloop_uniform_moves")
+        r2ur = f"{moves.get('mma', '-')}/{moves.get('tma', '-')}" if moves else None
         vals = [r["name"], "ok" if r["ok"] else "FAIL",
                 s.get("registers"), s.get("spill_bytes"), s.get("smem_total"), s.get("barriers"), s.get("threads"),
                 f"{s.get('mma_blockscaled16', '-')}/{s.get('tcgen05_mma', '-')}", s.get("mma_2cta"), s.get("tcgen05_cp"), s.get("tcgen05_ld"),
-                s.get("tma_load"), "cache" if r.get("cached") else r.get("wall_s"), ", ".join(r["roles"])]
+                s.get("tma_load"), r2ur, "cache" if r.get("cached") else r.get("wall_s"), ", ".join(r["roles"])]
         out.append("  ".join(str("-" if v is None else v).ljust(w) for v, (_, w) in zip(vals, cols)).rstrip())
     return "\n".join(out)
 
@@ -632,8 +686,9 @@ def print_report(rep: dict) -> None:
     print(fmt_table(rep["configs"]))
     print("  regs: the DSL's cubin (cuobjdump), else ptxas -v; spill: ptxas -v on the PTX; smem = static (cubin) + plan() dynamic;"
           " thr from PTX .reqntid;\n  mma/2cta/cp/ld/tma: static PTX counts of tcgen05.mma (block-scaled 16-element / all; cta_group::2),"
-          " tcgen05.cp, tcgen05.ld, TMA tensor loads; s: wall seconds of the config's compile (cache: taken from the"
-          " compile cache, --no-cache to redo)")
+          " tcgen05.cp, tcgen05.ld, TMA tensor loads;\n  r2ur m/t: R2UR + S2UR (moves into uniform registers) inside the MMA / TMA"
+          " warp's k-loop in the SASS (reported, not judged); s: wall seconds of the config's compile (cache: taken from"
+          " the compile cache, --no-cache to redo)")
     for e in rep.get("tool_errors", []):
         print(f"  tool warning: {e}")
     print("lint: " + ("ok" if not rep["lint"] else f"{len(rep['lint'])} rule(s) broken"))
