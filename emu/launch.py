@@ -147,7 +147,7 @@ class CapturedLaunch:
     artifact_dir: str = ""
     timings: dict = field(default_factory=dict)
     registers: int | None = None  # per thread, from the cubin (None: not known for this capture)
-    static_smem: int | None = None  # bytes of static shared memory, from the cubin
+    static_smem: int | None = None  # bytes of static shared memory the driver charges (static_shared_bytes)
 
 
 
@@ -550,12 +550,28 @@ def kernel_resources(art: Path, kernel_name: str) -> dict:
     return cubin_resources(elf, kernel_name) if elf else {"registers": None, "static_smem": None}
 
 
+def static_shared_bytes(ptx: str) -> int:
+    """The static shared memory the driver charges a kernel: its own sized `.shared` variables. Not the cubin's
+    .nv.shared.<kernel> section, which for a kernel with only an `.extern` array holds 1024 bytes: measured on a lent
+    H100 (python -m emu.calibration.launch_limits; MEMORY.md "Launch limits"), cuFuncGetAttribute(SHARED_SIZE_BYTES)
+    is 0 for such a kernel, its array starts at shared address 1024 (the 1 KiB reserved per block, CUDA C++
+    Programming Guide) and a launch with the whole 232448-byte opt-in maximum of dynamic memory succeeds; and
+    arseni_ivanov's B200-verified CuTe DSL kernel launches 231680 dynamic bytes, which a charged 1024 would refuse."""
+    from .ptx import _SHARED_RE, _TYPE_SIZES, layout_shared
+
+    decls = {}
+    for extern, align, ty, name, count in _SHARED_RE.findall(ptx):
+        size = None if extern else _TYPE_SIZES[ty] * (int(count) if count else 1)
+        decls[name] = (int(align) if align else _TYPE_SIZES[ty], size)
+    return layout_shared(decls).static_bytes
+
+
 def open_host_library(art: Path, ptx: str):
     """Load the linked host library with the runtime stand-ins primed (prime_stubs). Returns (lib, kernel_name,
     params)."""
     lib = ctypes.CDLL(str(build_library(art)), mode=os.RTLD_LOCAL if hasattr(os, "RTLD_LOCAL") else 0)
     kernel_name, params = entry_params(ptx)
-    prime_stubs(lib, ptx, kernel_resources(art, kernel_name))
+    prime_stubs(lib, ptx, {**kernel_resources(art, kernel_name), "static_smem": static_shared_bytes(ptx)})
     return lib, kernel_name, params
 
 

@@ -45,10 +45,12 @@ def test_capture_matches_plan(sub, tile, cluster):
     assert name == cap.kernel_name and len(cap.params) == len(params) == 25
     assert [len(b) for b in cap.params] == [p[1] for p in params]
     assert cap.cubin[:4] == bytes.fromhex("50ed55ba")  # the fatbinary handed to cudaLibraryLoadData
-    # the kernel's resources, read from its cubin (what cuobjdump --dump-resource-usage says: REG, SHARED)
-    assert cap.static_smem == plan["smem_bytes"] - plan["dynamic_smem_bytes"] == 1024
+    # the kernel's resources: registers from its cubin (cuobjdump's REG); static shared memory as the driver charges
+    # it, the kernel's own .shared variables: none here (emu.launch.static_shared_bytes has the measurement). plan()
+    # still keeps the 1 KiB reserved per block out of the stages.
+    assert cap.static_smem == 0 and plan["smem_bytes"] - plan["dynamic_smem_bytes"] == 1024
     assert 32 <= cap.registers <= 255
-    assert "cuKernelGetAttribute(attr=1, device=0) -> 1024" in cap.runtime_log
+    assert "cuKernelGetAttribute(attr=1, device=0) -> 0" in cap.runtime_log
 
 
 @pytest.mark.parametrize("tile,cluster", [((128, 64), (1, 1)), ((256, 64), (2, 1))], ids=["m128n64_c1x1", "m256n64_c2x1"])
