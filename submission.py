@@ -58,6 +58,10 @@ MMA_INST_K = 64
 SF_ATOM_MN = 32  # scale atoms are 32 rows x 4 row-groups x 4 k-groups (512 bytes)
 BARRIER_BYTES = 1024  # mbarriers + tmem pointer, padded to the 1024-byte buffer alignment
 DSL_STATIC_SMEM = 1024  # static shared memory the DSL adds to every such kernel (compiled: cubin reports it)
+# Scale factors are double-buffered in tensor memory by k-tile: k-tile j's tcgen05.cp writes buffer j % 2 once the
+# MMAs of k-tile j - 2, which read it, are complete. tcgen05.mma -> tcgen05.cp is not a pipelined pair (PTX ISA
+# 9.7.16.6.2): without the wait, a copy may overwrite scales an earlier MMA has yet to read.
+SCALE_BUFFERS = 2
 EXCHANGE_SLOTS = 2  # split_k / product_per_cta: epilogue subtiles in flight between CTAs (double buffer)
 TAIL_SILU_COLUMNS = 64  # tail_k_tiles: accumulator columns per thread whose silu the epilogue holds ahead of acc2
 
@@ -122,6 +126,16 @@ class TmaLoad(NamedTuple):
     rows: int  # ROWS_OF_M_TILE / ROWS_OF_N_TILE / ROWS_OF_SFB_TILE (SFB atoms cover 128 rows)
     cache_policy: object  # L2 eviction priority, or None for the default
     product: object = None  # product_per_cta: the product (0: B1, 1: B2) whose CTA issues it; None: every CTA
+
+
+class ScaleBuffers(NamedTuple):
+    """The MMA warp's scale factors in tensor memory (SCALE_BUFFERS buffers of SFA, SFB1(, SFB2)) and their sources."""
+
+    mbar: object  # SCALE_BUFFERS mbarriers: tcgen05.commit after the MMAs that read the buffer
+    tmem: object  # the allocation's base address (fp32 columns); buffer b starts after the accumulators
+    smem: tuple  # staged SFA, SFB1(, SFB2) in shared memory
+    sfa_layout: object  # tensor-memory layouts of one k-tile's SFA and SFB
+    sfb_layout: object
 
 
 class ExchangeRing(NamedTuple):
@@ -355,6 +369,7 @@ class DualGemmKernel:
         self.num_acc_tmem_cols = plan["acc_tmem_cols"]
         self.num_sfa_tmem_cols = plan["sfa_tmem_cols"]
         self.num_sfb_tmem_cols = plan["sfb_tmem_cols"]
+        self.scale_buffer_cols = plan["scale_buffer_cols"]
         self.stage_bytes = plan["stage_bytes"]
         self.a_stage_bytes, self.b_stage_bytes = plan["a_stage_bytes"], plan["b_stage_bytes"]
         self.exchange = self.exchange_plan(config)
@@ -442,11 +457,12 @@ class DualGemmKernel:
         stage_bytes = a_bytes + products * b_bytes + sfa_bytes + products * sfb_bytes
         exchange = DualGemmKernel.exchange_plan(config)
         ab_stages = (SMEM_CAPACITY - DSL_STATIC_SMEM - BARRIER_BYTES - exchange["bytes"]) // stage_bytes
-        # Tensor memory: per accumulator stage two fp32 accumulators of cta_n columns; scale factors
-        # after them (4 columns per 32-row scale atom and per k-group of one 256-wide k-tile).
+        # Tensor memory: per accumulator stage two fp32 accumulators of cta_n columns; after them SCALE_BUFFERS
+        # buffers of scale factors (4 columns per 32-row scale atom and per k-group of one 256-wide k-tile).
         sfa_cols = (cta_m // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
         sfb_cols = (sfb_rows // SF_ATOM_MN) * (K_TILE // MMA_INST_K)
-        acc_stages = min(2, (TMEM_COLUMNS - sfa_cols - products * sfb_cols) // (products * cta_n))
+        scale_buffer_cols = sfa_cols + products * sfb_cols
+        acc_stages = min(2, (TMEM_COLUMNS - SCALE_BUFFERS * scale_buffer_cols) // (products * cta_n))
         return {
             "ab_stages": ab_stages,
             "acc_stages": acc_stages,
@@ -459,7 +475,8 @@ class DualGemmKernel:
             "acc_tmem_cols": products * cta_n * acc_stages,
             "sfa_tmem_cols": sfa_cols,
             "sfb_tmem_cols": sfb_cols,
-            "tmem_cols": products * cta_n * acc_stages + sfa_cols + products * sfb_cols,
+            "scale_buffer_cols": scale_buffer_cols,
+            "tmem_cols": products * cta_n * acc_stages + SCALE_BUFFERS * scale_buffer_cols,
             "threads_per_cta": DualGemmKernel.THREADS_PER_CTA,
             "epi_tile_n": config.epi_tile_n,
         }
@@ -685,6 +702,7 @@ class DualGemmKernel:
             acc_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
             acc_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
             tmem_dealloc_mbar: cutlass.Int64
+            scale_mbar: cute.struct.MemRange[cutlass.Int64, SCALE_BUFFERS]
             tmem_holding_buf: cutlass.Int32
             if self.config.tail_k_tiles:
                 acc1_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_acc_stage]  # acc1's full (and empty)
@@ -812,6 +830,10 @@ class DualGemmKernel:
             xring = ExchangeRing(storage.exchange_full_mbar.data_ptr(), storage.exchange_empty_mbar.data_ptr(),
                                  cutlass.Int32(storage.exchange_buf.data_ptr().toint()))
             self._exchange_init(xring, warp_idx)
+        if warp_idx == self.MMA_WARP:
+            with cute.arch.elect_one():
+                for buffer in cutlass.range_constexpr(SCALE_BUFFERS):
+                    cute.arch.mbarrier_init(storage.scale_mbar.data_ptr() + buffer, 1)
         pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
@@ -901,24 +923,17 @@ class DualGemmKernel:
             acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
 
-            # Scale factors live after the accumulators: SFA, then SFB1, then SFB2.
-            sfa_col = self.num_acc_tmem_cols
-            sfb_cols = (sfa_col + self.num_sfa_tmem_cols, sfa_col + self.num_sfa_tmem_cols + self.num_sfb_tmem_cols)
             sfa_smem_stage0 = cute.slice_(sfa_smem_layout_staged, (None, None, None, 0))
             sfb_smem_stage0 = cute.slice_(sfb_smem_layout_staged, (None, None, None, 0))
-            tCtSFA_layout = blockscaled_utils.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfa_smem_stage0)
-            tCtSFB_layout = blockscaled_utils.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfb_smem_stage0)
-            tCtSFA = cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + sfa_col, dtype=SF_DTYPE), tCtSFA_layout)
-            tCtSFB1, tCtSFB2 = (
-                cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col, dtype=SF_DTYPE), tCtSFB_layout)
-                for col in sfb_cols
+            scales = ScaleBuffers(
+                storage.scale_mbar.data_ptr(),
+                acc_tmem_ptr,
+                (sSFA, sSFB1, sSFB2)[: 1 + self.accs_per_stage],
+                blockscaled_utils.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfa_smem_stage0),
+                blockscaled_utils.make_tmem_layout_sfb(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfb_smem_stage0),
             )
-            s2t_sfa = self._s2t_copy_and_partition(sSFA, tCtSFA)
-            s2t_sfb1 = self._s2t_copy_and_partition(sSFB1, tCtSFB1)
-            scale_copies = (s2t_sfa, s2t_sfb1)
-            if cutlass.const_expr(self.accs_per_stage == 2):
-                s2t_sfb2 = self._s2t_copy_and_partition(sSFB2, tCtSFB2)
-                scale_copies = (s2t_sfa, s2t_sfb1, s2t_sfb2)
+            scale_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, SCALE_BUFFERS)
+            all_products = tuple(range(self.accs_per_stage))
 
             tile_sched, work_tile = self._first_work_tile(tile_sched_params)
             ab_consumer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_ab_stage)
@@ -938,17 +953,13 @@ class DualGemmKernel:
                 if cutlass.const_expr(self.accs_per_stage == 2):
                     tCtAcc2 = tCtAcc_base[(None, None, None, 2 * acc_producer_state.index + 1)]
                 # A 64-wide N tile reads its half of the 128-row SFB atom: shift by 2 columns on odd tiles.
-                tCtSFB1_mma, tCtSFB2_mma = tCtSFB1, tCtSFB2
+                sfb_shift = 0
                 if cutlass.const_expr(self.cta_tile_mn[1] == 64):
-                    shift = cutlass.Int32((tile_n % 2) * 2)
-                    tCtSFB1_mma, tCtSFB2_mma = (
-                        cute.make_tensor(cute.recast_ptr(acc_tmem_ptr + col + shift, dtype=SF_DTYPE), tCtSFB_layout)
-                        for col in sfb_cols
-                    )
-                # (accumulator, B fragment, SFB in tensor memory) of each product this CTA computes
-                products = ((tCtAcc1, tCrB1, tCtSFB1_mma),)
+                    sfb_shift = cutlass.Int32((tile_n % 2) * 2)
+                # (accumulator, B fragment) of each product this CTA computes
+                products = ((tCtAcc1, tCrB1),)
                 if cutlass.const_expr(self.accs_per_stage == 2):
-                    products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))
+                    products = ((tCtAcc1, tCrB1), (tCtAcc2, tCrB2))
 
                 ab_consumer_state.reset_count()
                 peek_full = cutlass.Boolean(1)
@@ -956,6 +967,8 @@ class DualGemmKernel:
                     peek_full = ab_pipeline.consumer_try_wait(ab_consumer_state)
                 if is_leader_cta:
                     acc_pipeline.producer_acquire(acc_producer_state)
+                    # The epilogue's loads of this stage (fenced before its release) come before these MMAs.
+                    tcgen05_fence_after_thread_sync()
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
 
                 both_k_tiles = k_tile_cnt  # k-tiles that compute both products stage by stage
@@ -965,24 +978,25 @@ class DualGemmKernel:
                 for k_tile in range(both_k_tiles):
                     if is_leader_cta:
                         ab_pipeline.consumer_wait(ab_consumer_state, peek_full)
-                        stage = (None, None, None, None, ab_consumer_state.index)
-                        for copy_s2t, src, dst in scale_copies:
-                            cute.copy(copy_s2t, src[stage], dst)
+                        tCtSFA, tCtSFBs = self._scales_to_tmem(scales, scale_state, ab_consumer_state.index, sfb_shift,
+                                                               all_products)
                         for kblock in cutlass.range(cute.size(tCrA, mode=[2]), unroll_full=True):
                             if cutlass.const_expr(self.config.a_collector):
                                 self._mma_pair_a_collector(
                                     tiled_mma, storage, ab_consumer_state.index, kblock,
-                                    (tCtAcc1, tCtAcc2), tCtSFA, (tCtSFB1_mma, tCtSFB2_mma),
+                                    (tCtAcc1, tCtAcc2), tCtSFA, tCtSFBs,
                                 )
                             else:
                                 kcoord = (None, None, kblock, ab_consumer_state.index)
                                 tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
-                                for acc, tCrB, tCtSFB in products:
+                                for (acc, tCrB), tCtSFB in zip(products, tCtSFBs):
                                     tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
                                     cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                        self._scales_release(scales, scale_state)
                         ab_pipeline.consumer_release(ab_consumer_state)
                     ab_consumer_state.advance()
+                    scale_state.advance()
                     peek_full = cutlass.Boolean(1)
                     if ab_consumer_state.count < k_tile_cnt:
                         if is_leader_cta:
@@ -995,20 +1009,22 @@ class DualGemmKernel:
                     for k_tile in range(tail_k_tiles):
                         if is_leader_cta:
                             ab_pipeline.consumer_wait(ab_consumer_state)
-                            self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb1), tCrA, tCtSFA,
-                                              products[0])
+                            self._tail_k_tile(tiled_mma, scales, scale_state, ab_consumer_state.index, sfb_shift, tCrA,
+                                              products, 0)
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)  # see _tail_k_tile
                         ab_consumer_state.advance()
+                        scale_state.advance()
                     if is_leader_cta:
                         acc1_pipeline.producer_commit(acc_producer_state)
                     tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)
                     for k_tile in range(tail_k_tiles):
                         if is_leader_cta:
-                            self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2), tCrA, tCtSFA,
-                                              products[1])
+                            self._tail_k_tile(tiled_mma, scales, scale_state, tail_start.index, sfb_shift, tCrA,
+                                              products, 1)
                             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                             ab_pipeline.consumer_release(tail_start)
                         tail_start.advance()
+                        scale_state.advance()
                 if is_leader_cta:
                     acc_pipeline.producer_commit(acc_producer_state)
                 acc_producer_state.advance()
@@ -1056,6 +1072,7 @@ class DualGemmKernel:
                     acc1_pipeline.consumer_wait(acc_consumer_state)  # the tail hands acc1 over before acc2
                 else:
                     acc_pipeline.consumer_wait(acc_consumer_state)
+                tcgen05_fence_after_thread_sync()  # the MMAs behind that commit come before this thread's loads
                 if cutlass.const_expr(self.config.profile):
                     self._stamp_handoff(prof, tidx, acc_consumer_state.count, 0)
                 if cutlass.const_expr(self.config.tail_k_tiles):
@@ -1079,6 +1096,7 @@ class DualGemmKernel:
                 if cutlass.const_expr(not self.config.epi_pipeline):  # (the pipelined stage released it early)
                     # All tensor-memory reads of this stage are complete before the MMA warp may overwrite it.
                     cute.arch.fence_view_async_tmem_load()
+                    tcgen05_fence_before_thread_sync()
                     acc_pipeline.consumer_release(acc_consumer_state)
                     if cutlass.const_expr(self.config.profile):
                         self._stamp_handoff(prof, tidx, acc_consumer_state.count, 1)
@@ -1094,28 +1112,55 @@ class DualGemmKernel:
                     prof.put("epilogue_end", epilogue_end_stamp)
                     prof.put_count(acc_consumer_state.count)
             tmem.relinquish_alloc_permit()
+            # Every epilogue warp's tensor-memory loads come before the deallocation (canonical pattern 9.7.16.6.4.4).
+            tcgen05_fence_before_thread_sync()
             self.epilogue_barrier.arrive_and_wait()
+            tcgen05_fence_after_thread_sync()
             tmem.free(acc_tmem_ptr)
             if cutlass.const_expr(self.config.profile):
                 exit_stamp = profile_stamp()
                 if tidx == 0:
                     prof.put("exit", exit_stamp)
 
-    @staticmethod
-    def _tail_k_tile(tiled_mma, stage, scale_copies, tCrA, tCtSFA, product):
-        """tail_k_tiles: one k-tile of one product, (accumulator, B fragment, SFB in tensor memory): its scales
-        into tensor memory, then the four k-block MMAs (the DSL's, collector::a::discard). The caller sets the
-        atom's ACCUMULATE again in its own branch: the DSL carries tiled_mma out of a branch only where the branch
-        itself calls its set()."""
-        acc, tCrB, tCtSFB = product
-        for copy_s2t, src, dst in scale_copies:
-            cute.copy(copy_s2t, src[(None, None, None, None, stage)], dst)
+    def _tail_k_tile(self, tiled_mma, scales, scale_state, stage, sfb_shift, tCrA, products, product):
+        """tail_k_tiles: one k-tile of one product of `products` ((accumulator, B fragment) each): its scales into
+        tensor memory, then the four k-block MMAs (the DSL's, collector::a::discard). The caller sets the atom's
+        ACCUMULATE again in its own branch: the DSL carries tiled_mma out of a branch only where the branch itself
+        calls its set()."""
+        tCtSFA, tCtSFBs = self._scales_to_tmem(scales, scale_state, stage, sfb_shift, (product,))
+        acc, tCrB = products[product]
         for kblock in range(cute.size(tCrA, mode=[2])):  # a plain function: a Python loop, unrolled
             kcoord = (None, None, kblock, stage)
             tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kblock)].iterator)
-            tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kblock)].iterator)
+            tiled_mma.set(tcgen05.Field.SFB, tCtSFBs[product][(None, None, kblock)].iterator)
             cute.gemm(tiled_mma, acc, tCrA[kcoord], tCrB[kcoord], acc)
             tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+        self._scales_release(scales, scale_state)
+
+    def _scales_to_tmem(self, scales, scale_state, stage, sfb_shift, products):
+        """Ring stage `stage`'s SFA and the SFB of `products` into scale buffer scale_state.index, once the MMAs that
+        last read that buffer are complete (their commit, _scales_release). Returns the buffer's SFA and every
+        product's SFB (shifted by sfb_shift columns: a 64-wide N tile's half of the atom) as the MMAs read them."""
+        cute.arch.mbarrier_wait(scales.mbar + scale_state.index, scale_state.phase)
+        tcgen05_fence_after_thread_sync()  # the copies below come after the MMAs observed complete (ISA 9.7.16.6.4.2)
+        sfa_col = self.num_acc_tmem_cols + scale_state.index * self.scale_buffer_cols
+        sfb_cols = [sfa_col + self.num_sfa_tmem_cols + p * self.num_sfb_tmem_cols for p in range(self.accs_per_stage)]
+
+        def view(col, layout):
+            return cute.make_tensor(cute.recast_ptr(scales.tmem + col, dtype=SF_DTYPE), layout)
+
+        tCtSFA = view(sfa_col, scales.sfa_layout)
+        written = [(scales.smem[0], tCtSFA)] + [(scales.smem[1 + p], view(sfb_cols[p], scales.sfb_layout))
+                                                for p in products]
+        for sSF, tCtSF in written:
+            copy_s2t, src, dst = self._s2t_copy_and_partition(sSF, tCtSF)
+            cute.copy(copy_s2t, src[(None, None, None, None, stage)], dst)
+        return tCtSFA, tuple(view(col + sfb_shift, scales.sfb_layout) for col in sfb_cols)
+
+    def _scales_release(self, scales, scale_state):
+        """After the MMAs of one k-tile: their completion arrives on the scale buffer's mbarrier."""
+        with cute.arch.elect_one():
+            tcgen05.commit(scales.mbar + scale_state.index, None, self.cta_group)
 
     @cute.jit
     def _prefetch_first_k_tiles(self, loads, k_tile_cnt, k_first, part, tile_sched_params, tiled_mma):
@@ -1170,6 +1215,7 @@ class DualGemmKernel:
             if subtile + 1 < subtiles:
                 load(subtile + 1)
             else:
+                tcgen05_fence_before_thread_sync()  # this stage's loads (complete: wait::ld above) before the release
                 acc_pipeline.consumer_release(acc_consumer_state)
                 if cutlass.const_expr(self.config.profile):
                     self._stamp_handoff(prof, tidx, acc_consumer_state.count, 1)
@@ -1230,6 +1276,7 @@ class DualGemmKernel:
             cute.copy(epi.copy_t2r, tTR_tAcc1[(None, None, None, subtile)], silu1[subtile])
             self.silu(silu1[subtile])
         acc_pipeline.consumer_wait(acc_state)
+        tcgen05_fence_after_thread_sync()
         for subtile in cutlass.range_constexpr(ahead):
             cute.copy(epi.copy_t2r, tTR_tAcc2[(None, None, None, subtile)], acc2)
             mul_(silu1[subtile], acc2)
@@ -1321,8 +1368,11 @@ class DualGemmKernel:
     @cute.jit
     def _exchange_send(self, xring, slots, fragments, first_fragment, dst_rank, tidx):
         """Once the receiver has freed slot `slots`, st.async this thread's registers of `fragments` into it, as
-        fragments first_fragment.., and arrive on its full barrier expecting those bytes."""
+        fragments first_fragment.., and arrive on its full barrier expecting those bytes. The tcgen05 fences order this
+        thread's tensor-memory loads with the receiver's (PTX ISA 9.7.16.6.3) across both barriers."""
         cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+        tcgen05_fence_after_thread_sync()
+        tcgen05_fence_before_thread_sync()  # each st.async's complete-tx is a release the receiver acquires
         full = xring.full + slots.index
         remote = mapa_shared_cluster(self._exchange_address(xring, slots, first_fragment, tidx), dst_rank)
         remote_full = mapa_shared_cluster(cutlass.Int32(full.toint()), dst_rank)
@@ -1336,6 +1386,7 @@ class DualGemmKernel:
     @cute.jit
     def _exchange_wait_full(self, xring, slots):
         cute.arch.mbarrier_wait(xring.full + slots.index, slots.phase ^ 1)
+        tcgen05_fence_after_thread_sync()
 
     @cute.jit
     def _exchange_read(self, xring, slots, fragment, tidx, out):
@@ -1348,6 +1399,7 @@ class DualGemmKernel:
 
     @cute.jit
     def _exchange_release(self, xring, slots, sender_rank):
+        tcgen05_fence_before_thread_sync()
         cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)
 
     @cute.jit
@@ -1792,6 +1844,24 @@ def tanh_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
 # setmaxnreg targets (KernelConfig.setmaxnreg): per-thread registers of the MMA + TMA warps and of the epilogue warps.
 # ptxas makes the larger one the kernel's register count at entry (compiled: 152 under 4.8.1), so the epilogue's
 # .inc never waits for the pool; the producers' code needs more than 104 (compiled: 56 and 96 spill).
+def _tcgen05_fence(kind: str, loc=None, ip=None) -> None:
+    llvm.inline_asm(None, [], f"tcgen05.fence::{kind};", "", has_side_effects=True, is_align_stack=False,
+                    asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+# Across threads, a synchronisation orders asynchronous tcgen05 operations (mma, cp, ld, st) only with these fences:
+# before_thread_sync ahead of the release, after_thread_sync after the acquire (PTX ISA 9.7.16.6.3, canonical
+# patterns 9.7.16.6.4). tcgen05.commit carries the before-fence of the MMAs it tracks. The DSL's pipelines emit none.
+@dsl_user_op
+def tcgen05_fence_before_thread_sync(*, loc=None, ip=None) -> None:
+    _tcgen05_fence("before_thread_sync", loc, ip)
+
+
+@dsl_user_op
+def tcgen05_fence_after_thread_sync(*, loc=None, ip=None) -> None:
+    _tcgen05_fence("after_thread_sync", loc, ip)
+
+
 SETMAXNREG_PRODUCERS = 112
 SETMAXNREG_EPILOGUE = 152
 
