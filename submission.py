@@ -967,8 +967,6 @@ class DualGemmKernel:
                     peek_full = ab_pipeline.consumer_try_wait(ab_consumer_state)
                 if is_leader_cta:
                     acc_pipeline.producer_acquire(acc_producer_state)
-                    # The epilogue's loads of this stage (fenced before its release) come before these MMAs.
-                    tcgen05_fence_after_thread_sync()
                 tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
 
                 both_k_tiles = k_tile_cnt  # k-tiles that compute both products stage by stage
@@ -1112,8 +1110,8 @@ class DualGemmKernel:
                     prof.put("epilogue_end", epilogue_end_stamp)
                     prof.put_count(acc_consumer_state.count)
             tmem.relinquish_alloc_permit()
-            # Every epilogue warp's tensor-memory loads come before the deallocation (canonical pattern 9.7.16.6.4.4).
-            tcgen05_fence_before_thread_sync()
+            # Every epilogue warp's loads were fenced before its last accumulator release; the barrier orders them
+            # before the deallocation (canonical pattern 9.7.16.6.4.4).
             self.epilogue_barrier.arrive_and_wait()
             tcgen05_fence_after_thread_sync()
             tmem.free(acc_tmem_ptr)
@@ -1142,7 +1140,9 @@ class DualGemmKernel:
         last read that buffer are complete (their commit, _scales_release). Returns the buffer's SFA and every
         product's SFB (shifted by sfb_shift columns: a 64-wide N tile's half of the atom) as the MMAs read them."""
         cute.arch.mbarrier_wait(scales.mbar + scale_state.index, scale_state.phase)
-        tcgen05_fence_after_thread_sync()  # the copies below come after the MMAs observed complete (ISA 9.7.16.6.4.2)
+        # The copies and MMAs below come after the MMAs observed complete here, and after the epilogue's loads of the
+        # accumulator stage acquired before the k-loop (fenced before their release): PTX ISA 9.7.16.6.4.2-3.
+        tcgen05_fence_after_thread_sync()
         sfa_col = self.num_acc_tmem_cols + scale_state.index * self.scale_buffer_cols
         sfb_cols = [sfa_col + self.num_sfa_tmem_cols + p * self.num_sfb_tmem_cols for p in range(self.accs_per_stage)]
 

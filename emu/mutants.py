@@ -5,7 +5,8 @@ refactor that moves the line makes the mutant fail loudly instead of silently te
 config and shape that exercise it, and the outcomes that count as caught. `family` groups them by what in the
 emulator catches them: "pipeline" (the first 15: deterministic pipeline accounting and data paths), "launch" (the
 B200's launch limits), "lint" (the kernel-wide static pass), "init" (happens-before of mbarrier initialisation),
-"schedule" (races only large schedule skews expose), "wrap" (bugs only a wrapping ring or accumulator shows).
+"schedule" (races only large schedule skews expose), "wrap" (bugs only a wrapping ring or accumulator shows),
+"ordering" (tcgen05 order the ISA gives only through a wait or a fence).
 """
 from __future__ import annotations
 
@@ -57,7 +58,10 @@ C2_AC = "m256n64_c2x1_e32_ac"
 C_TAIL = "m256n64_c2x1_e32_ac_t2"
 C_SPLIT = "m256n128_c2x1_e16_sk2"
 C_PAIR = "m128n128_c1x1_e32_ppc"
-C2_128_EP = "m256n128_c2x1_e16_ep"  # pipelined epilogue, one accumulator stage: the MMA warp reuses it at once
+C2_128_EP = "m256n128_c2x1_e16_ep"
+MMA_THEN_CP = ("note:tcgen05-mma-then-cp-unordered",)  # emu.ordering: the rule each ordering mutant trips
+FENCE_AFTER = ("note:tcgen05-fence-after-thread-sync-missing",)
+FENCE_BEFORE = ("note:tcgen05-fence-before-thread-sync-missing",)  # pipelined epilogue, one accumulator stage: the MMA warp reuses it at once
 
 # KernelConfig.epi_pipeline: per subtile, tcgen05.wait::ld, then the next subtile's loads or, after the last one,
 # the stage's release
@@ -65,6 +69,8 @@ EP_STEP = ("            cute.arch.fence_view_async_tmem_load()\n"
            "            if subtile + 1 < subtiles:\n"
            "                load(subtile + 1)\n"
            "            else:\n"
+           "                tcgen05_fence_before_thread_sync()  # this stage's loads (complete: wait::ld above) before the "
+           "release\n"
            "                acc_pipeline.consumer_release(acc_consumer_state)\n")
 
 
@@ -81,11 +87,11 @@ MUTANTS = (
            "\n                        ab_pipeline.consumer_release(ab_consumer_state)\n"
            "                        ab_pipeline.consumer_release(ab_consumer_state)\n", C1, (128, 256, 1536, 1)),
     Mutant("swap_b", "B1/B2 swapped",
-           "products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))",
-           "products = ((tCtAcc1, tCrB2, tCtSFB1_mma), (tCtAcc2, tCrB1, tCtSFB2_mma))", C1, (128, 256, 512, 1)),
+           "products = ((tCtAcc1, tCrB1), (tCtAcc2, tCrB2))",
+           "products = ((tCtAcc1, tCrB2), (tCtAcc2, tCrB1))", C1, (128, 256, 512, 1)),
     Mutant("swap_sfb", "SFB1/SFB2 swapped",
-           "products = ((tCtAcc1, tCrB1, tCtSFB1_mma), (tCtAcc2, tCrB2, tCtSFB2_mma))",
-           "products = ((tCtAcc1, tCrB1, tCtSFB2_mma), (tCtAcc2, tCrB2, tCtSFB1_mma))", C2, (256, 256, 512, 1)),
+           "return tCtSFA, tuple(view(col + sfb_shift, scales.sfb_layout) for col in sfb_cols)",
+           "return tCtSFA, tuple(view(col + sfb_shift, scales.sfb_layout) for col in sfb_cols[::-1])", C2, (256, 256, 512, 1)),
     Mutant("sfb_half_shift", "64-wide-N scale shift wrong",
            "shift = cutlass.Int32((tile_n % 2) * 2)", "shift = cutlass.Int32(((tile_n + 1) % 2) * 2)", C1, (128, 256, 512, 1)),
     Mutant("stage_off_by_one", "stage index off by one",
@@ -156,8 +162,8 @@ MUTANTS = (
            "                    acc1_pipeline.consumer_wait(acc_consumer_state)  # the tail hands acc1 over before acc2\n",
            "", C_TAIL, (256, 128, 1024, 1)),
     Mutant("tail_b2_pass_wrong_stages", "tail: A@B2 reads the stages after the held ones",
-           "self._tail_k_tile(tiled_mma, tail_start.index, (s2t_sfa, s2t_sfb2)",
-           "self._tail_k_tile(tiled_mma, ab_consumer_state.index, (s2t_sfa, s2t_sfb2)", C_TAIL, (256, 256, 1024, 1),
+           "self._tail_k_tile(tiled_mma, scales, scale_state, tail_start.index,",
+           "self._tail_k_tile(tiled_mma, scales, scale_state, ab_consumer_state.index,", C_TAIL, (256, 256, 1024, 1),
            sm_count=2),
     Mutant("tail_acc2_not_cleared", "tail: A@B2 not cleared when the tail is all of K",
            "                    tiled_mma.set(tcgen05.Field.ACCUMULATE, both_k_tiles > 0)\n", "", C_TAIL,
@@ -197,9 +203,33 @@ MUTANTS = (
     Mutant("epi_release_before_last_load", "pipelined epilogue: accumulator released before its last load",
            EP_STEP,
            "            if subtile + 2 == subtiles:\n"
+           "                tcgen05_fence_before_thread_sync()\n"
            "                acc_pipeline.consumer_release(acc_consumer_state)\n"
            + EP_STEP.replace("                acc_pipeline.consumer_release(acc_consumer_state)\n", "                pass\n"),
-           C2_128_EP, (256, 512, 256, 1), sm_count=2),
+           C2_128_EP, (256, 512, 256, 1), sm_count=2,
+           missed_because="a race only a starved epilogue shows: since the MMA warp waits on a scale buffer before its "
+                          "first copy, the next tile's MMA lands inside the window at 2 of 12 schedules (emulated: "
+                          "python -m emu.mutants --schedules 12), not at the test's six"),
+    # ---- ordering: the tcgen05 order the ISA gives only through a wait or a fence (emu.ordering). These kernels are
+    # correct in the emulator's FIFO; the broken order shows as a Note under the rule (hardware-verified kernels have
+    # relied on each, so none is a Hazard).
+    Mutant("scale_copy_not_awaited", "scale copy overwrites a buffer before the MMAs that read it are complete",
+           "        cute.arch.mbarrier_wait(scales.mbar + scale_state.index, scale_state.phase)\n", "", C2_AC,
+           (256, 256, 1024, 1), caught_by=MMA_THEN_CP, family="ordering"),
+    Mutant("scale_single_buffer", "every k-tile's scales into one tensor-memory buffer",
+           "        sfa_col = self.num_acc_tmem_cols + scale_state.index * self.scale_buffer_cols\n",
+           "        sfa_col = self.num_acc_tmem_cols\n", C1, (128, 256, 512, 1), caught_by=MMA_THEN_CP, family="ordering"),
+    Mutant("scale_commit_missing", "no commit after a k-tile's MMAs: the scale buffer's wait never completes",
+           "            tcgen05.commit(scales.mbar + scale_state.index, None, self.cta_group)\n", "            pass\n",
+           C1, (128, 256, 1024, 1), family="ordering"),
+    Mutant("epilogue_no_after_fence", "epilogue loads tensor memory after the accumulator-full wait without a fence",
+           "                tcgen05_fence_after_thread_sync()  # the MMAs behind that commit come before this thread's "
+           "loads\n", "", C1, (128, 256, 512, 1), caught_by=FENCE_AFTER, family="ordering"),
+    Mutant("epilogue_no_before_fence", "epilogue releases an accumulator stage without a fence after its loads",
+           "                    tcgen05_fence_before_thread_sync()\n"
+           "                    acc_pipeline.consumer_release(acc_consumer_state)\n",
+           "                    acc_pipeline.consumer_release(acc_consumer_state)\n", C1, (128, 512, 512, 1),
+           caught_by=FENCE_BEFORE, family="ordering"),
 )
 
 
