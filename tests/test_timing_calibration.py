@@ -44,3 +44,14 @@ def test_deltas_compare_consecutive_versions_of_one_series():
     assert [(d["from"], d["to"]) for d in ds] == [("v0", "v1"), ("v1", "v2")]
     assert ds[0]["measured"] == -0.1 and ds[0]["predicted"] == 0.0 and ds[0]["error"] == 0.1
     assert abs(ds[1]["error"] - (-0.19)) < 1e-9
+
+
+def test_modeled_column_is_the_frozen_prediction_of_the_retired_model():
+    """The report's "modeled μs" column and its tools/model.py summary lines come from the predictions frozen in the
+    points file when tools/model.py was retired (its delta RMS did not beat no-change's: the summary says so)."""
+    frozen = judge.model_predictions(judge.load_points()["points"])
+    assert len(frozen) == 34
+    assert {r["id"]: r["model_us"] for r in REPORT["rows"] if r["model_us"] is not None} == frozen
+    s = REPORT["summary"]
+    assert s["model:deltas_dual"]["n"] == s["no_change:model_deltas_dual"]["n"] == 28
+    assert s["model:deltas_dual"]["rms"] > s["no_change:model_deltas_dual"]["rms"]  # why it was retired

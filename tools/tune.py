@@ -8,7 +8,16 @@ one candidate, not the run): compile, check correctness on both generators ("lea
 dropped and reported, never chosen.
 
     python tools/tune.py [--write] [--json build/tune.json]
-    python tools/tune.py --dry-run        # anywhere: compile every candidate (preflight) and rank by the model
+    python tools/tune.py --dry-run [--jobs N] [--costs FILE] [--configs NAME,...]
+                                          # anywhere: compile every candidate (preflight), rank by the timed emulator
+
+--dry-run needs no GPU: every candidate is compiled with preflight's machinery, then each one that passes is run in
+the timed emulator (emu/timing: one leaderboard call of the compiled kernel, C checked on the clusters it simulates)
+at every benchmark shape, `--jobs` at a time, a line per (shape, config) on stderr as each finishes. The cost table is
+emu/timing/b200.yaml with the constants fitted by its calibration on public B200 points (docs/timing_calibration.json
+`fitted_overrides`), then FILE's rows with --costs. Beside the figures: the calibration's error band (the held-out
+dual-GEMM consecutive-version delta RMS, what a difference between two configs must exceed to mean anything, and the
+held-out absolute error). Every figure is "timed": the timed emulator's, not a measurement.
 
 --write rewrites only the entry lines of the CONFIG_TABLE block of submission.py (between the
 contract's marker lines); the rest of the file is left byte for byte.
@@ -28,14 +37,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make `tools` importable
     sys.path.insert(0, str(REPO))
-from tools import model, preflight  # noqa: E402
+from tools import preflight, sol  # noqa: E402
 
+CALIBRATION = REPO / "docs" / "timing_calibration.json"
 BEGIN = "# >>> config table (tools/tune.py --write rewrites this block)"
 END = "# <<< config table"
 ENTRY = re.compile(r"^\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)\s*:\s*(.+?),\s*$")
@@ -170,7 +181,7 @@ def tune(args) -> dict:
                          "Use --dry-run here.")
     os.environ.pop("CUTE_DSL_ARCH", None)  # compile for the GPU that is present (workers inherit this env)
     sub = preflight.load_submission(args.submission)
-    task = model.benchmark_shapes(Path(args.task))
+    task = sol.benchmark_shapes(Path(args.task))
     seeds = {tuple(s): 1111 for s in task}
     import yaml
     for b in yaml.safe_load(Path(args.task).read_text())["benchmarks"]:
@@ -218,50 +229,162 @@ def print_tune(out: dict) -> None:
     for r in dropped:
         print(f"  dropped {tuple(r['shape'][:3])} {r['config']}: {r['status']} {r.get('error', '')[:160]}")
     if out["chosen"]:
-        g = model.geomean(c["mean_us"] for c in out["chosen"].values())
-        print(f"geomean of chosen: {g:.2f} us ({out['label']}); speed of light {model.SOL_GEOMEAN_US} us; "
-              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us")
+        g = sol.geomean(c["mean_us"] for c in out["chosen"].values())
+        print(f"geomean of chosen: {g:.2f} us ({out['label']}); speed of light {sol.SOL_GEOMEAN_US} us; "
+              f"best public {sol.PUBLIC_BEST_GEOMEAN_US} us")
 
 
 # ----------------------------------------------------------------------------- dry run (no GPU)
+def calibration_band(path: Path = CALIBRATION) -> dict:
+    """What the timed emulator's calibration on public B200 points says about its figures (docs/timing_calibration.json,
+    with its fitted constants): the fitted constants, the held-out dual-GEMM consecutive-version delta RMS (the error on
+    a change of design: a difference between two configs below it is not a result) and the held-out absolute error."""
+    rep = json.loads(Path(path).read_text())
+    s = rep["summary"]
+    deltas, points = s["timed_fitted_us:deltas_dual"], s["timed_fitted_us:holdout"]
+    return {"source": str(Path(path).relative_to(REPO)) if Path(path).is_relative_to(REPO) else str(path),
+            "engine": rep.get("engine", "unknown"), "fitted_overrides": dict(rep["fitted_overrides"]),
+            "delta_rms": deltas["rms"], "delta_n": deltas["n"],
+            "abs_median": points["median_abs"], "abs_max": points["max_abs"], "abs_n": points["n"]}
+
+
+def time_candidate(submission: str, shape: tuple, config_name: str, overrides: dict) -> dict:
+    """One (shape, config) in the timed emulator (run in a worker process): the per-call time, what binds, and the
+    emulated check of C on the clusters it simulated."""
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from emu.timing import costs as cost_table
+    from emu.timing.call import timed_emulate
+
+    t0 = time.time()
+    row = {"shape": list(shape), "config": config_name}
+    try:
+        res, timed = timed_emulate(*shape, config_name=config_name, submission=submission,
+                                   costs=cost_table.load(overrides=overrides))
+        row["status"] = res.status
+        row["message"] = (res.message or "")[:300]
+        if timed is not None and timed.status == "completed":
+            row.update(timed_us=round(timed.per_call_us, 3), kernel_us=round(timed.kernel_us, 3), binds=timed.binds,
+                       clusters=f"{timed.clusters_simulated}/{timed.clusters_total}")
+    except Exception as e:  # a candidate that cannot be timed is reported, never chosen
+        row.update(status="error", message=f"{type(e).__name__}: {str(e)[:300]}")
+    row["seconds"] = round(time.time() - t0, 1)
+    return row
+
+
+def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int) -> dict:
+    """{(shape, config name): time_candidate row} for every (shape, config) of todo, `jobs` processes at a time, a
+    line on stderr as each finishes. Fresh (spawned) processes: the parent has the DSL loaded, a fork would copy it."""
+    out = {}
+    with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(time_candidate, str(submission), shape, name, overrides): (shape, name)
+                   for shape, name in todo}
+        for i, fut in enumerate(as_completed(futures), 1):
+            shape, name = futures[fut]
+            row = out[(shape, name)] = fut.result()
+            figure = f"{row['timed_us']:.2f} us (timed)" if "timed_us" in row else "no time"
+            print(f"tune --dry-run: timed {i}/{len(todo)} {str(shape[:3])} {name}: {figure}, {row['status']} "
+                  f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    return out
+
+
+def rank(rows: list[dict]) -> list[dict]:
+    """A shape's rows, best first: the candidates that passed preflight and whose C matched in the timed run, by timed
+    time (then name); after them every other row, by name. Each ranked row gets vs_best (its time over the best's - 1)."""
+    eligible = sorted((r for r in rows if r["preflight"] == "ok" and r.get("status") == "match" and "timed_us" in r),
+                      key=lambda r: (r["timed_us"], r["config"]))
+    rest = sorted((r for r in rows if r not in eligible), key=lambda r: r["config"])
+    for r in eligible:
+        r["vs_best"] = round(r["timed_us"] / eligible[0]["timed_us"] - 1, 4)
+    return eligible + rest
+
+
+def _vs_best(row: dict, band: dict) -> str:
+    if "vs_best" not in row:
+        return ""
+    if row["vs_best"] == 0:
+        return "best"
+    return f"{row['vs_best']:+.1%}" + ("~" if row["vs_best"] < band["delta_rms"] else "")
+
+
 def dry_run(args) -> dict:
-    """Compile every candidate of every benchmark shape with preflight's machinery; rank by the model."""
+    """Compile every candidate of every benchmark shape with preflight's machinery; rank by the timed emulator."""
     os.environ["CUTE_DSL_ARCH"] = "sm_100a"
     t0 = time.time()
-    sub = model.load_submission(args.submission)
-    shapes = model.benchmark_shapes(Path(args.task))
-    cands = {s: sub.candidate_configs(*s) for s in shapes}
+    sub = preflight.load_submission(args.submission)
+    shapes = sol.benchmark_shapes(Path(args.task))
+    wanted = [n for n in (args.configs or "").split(",") if n]
+    cands = {s: [c for c in sub.candidate_configs(*s) if not wanted or c.name in wanted] for s in shapes}
     unique = list(dict.fromkeys(c for lst in cands.values() for c in lst))
+    if not unique:
+        raise SystemExit(f"tune --dry-run: no candidate config{' named ' + args.configs if wanted else ''} for the "
+                         "benchmark shapes")
+    band = calibration_band()
+    from emu.timing import costs as cost_table
+
+    file_rows = cost_table.read_overrides(args.costs) if args.costs else {}
+    overrides = {**band["fitted_overrides"], **file_rows}  # FILE's rows win
     tools = {n: preflight.find_tool(n) for n in ("ptxas", "cuobjdump")}
     pf_args = argparse.Namespace(submission=args.submission, timeout=args.timeout, keep=None,
                                  progress=("tune --dry-run", itertools.count(1), len(unique)))
-    print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time (a line per "
-          "config as it finishes; the ranking comes at the end)", file=sys.stderr, flush=True)
+    print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time, then timing "
+          "each that compiles cleanly at every benchmark shape in the timed emulator (a line per config and per "
+          "(shape, config) as it finishes; the ranking comes at the end)", file=sys.stderr, flush=True)
     capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
     compiled = {}
     with tempfile.TemporaryDirectory(prefix="tune_dry_") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         for cfg, rec in zip(unique, pool.map(lambda ic: preflight.run_config(ic[0], ic[1], pf_args, Path(tmp), tools), enumerate(unique))):
             compiled[cfg] = preflight.judge(rec, capacity)
-    out = {"label": "compiled + modeled (no GPU)", "dsl": preflight.dsl_version(), "shapes": [], "chosen": {}}
+    todo = [(s, c.name) for s in shapes for c in cands[s] if not compiled[c]]  # shape-major: one compile per config
+    timed = time_candidates(args.submission, todo, overrides, args.jobs)
+    costs_said = (f"emu/timing/b200.yaml with the calibration's fitted constants {band['fitted_overrides']} "
+                  f"({band['source']}, engine {band['engine']})")
+    if args.costs:
+        costs_said += f", then {args.costs}'s rows {file_rows}"
+    band_said = (f"error band ({band['source']}, fitted constants): a difference between two configs below "
+                 f"{band['delta_rms']:.1%} (the held-out dual-GEMM consecutive-version delta RMS, n={band['delta_n']}) is "
+                 f"not a result; absolute error on held-out points median {band['abs_median']:.1%}, max "
+                 f"{band['abs_max']:.1%} (n={band['abs_n']})"
+                 + (f"; measured with the calibration's constants, not with {args.costs}'s" if args.costs else ""))
+    out = {"label": "compiled + timed (the timed emulator; no GPU, not measured)", "dsl": preflight.dsl_version(),
+           "costs": {"table": "emu/timing/b200.yaml", "overrides": overrides, "said": costs_said},
+           "error_band": band, "shapes": [], "chosen": {}}
     print(f"tune --dry-run ({preflight.dsl_version()}): {len(unique)} candidate configs compiled for sm_100a; "
-          "times are modeled (tools/model.py), not measured")
+          "times are timed (the timed emulator, emu/timing), not measured")
+    print(f"cost table: {costs_said}")
+    print(band_said)
     w = max(len(c.name) for c in unique) + 1
-    print(f"{'shape':20} {'config':{w}} {'preflight':10} {'modeled us':10} bound")
+    print(f"{'shape':20} {'config':{w}} {'preflight':10} {'timed us':9} {'vs best':8} {'status':10} binds")
     for shape in shapes:
-        ranked = model.rank(sub, shape, args.dispatch_us)
-        rows = [{"config": c.name, "config_src": config_source(sub, c), "modeled_us": t, "bound": p["bound"],
-                 "preflight": "ok" if not compiled[c] else "FAIL", "problems": compiled[c]} for t, c, p in ranked]
+        rows = []
+        for c in cands[shape]:
+            r = {"config": c.name, "config_src": config_source(sub, c), "preflight": "ok" if not compiled[c] else "FAIL",
+                 "problems": compiled[c]}
+            r.update({k: v for k, v in timed.get((shape, c.name), {"status": "not timed"}).items()
+                      if k not in ("shape", "config")})
+            rows.append(r)
+        rows = rank(rows)
         for r in rows:
-            print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {r['modeled_us']:<10} {r['bound']}"
-                  + (f"  ({r['problems'][0][:80]})" if r["problems"] else ""))
-        ok = [r for r in rows if r["preflight"] == "ok"]
-        if ok:
-            out["chosen"][str(shape)] = {"config": ok[0]["config"], "config_src": ok[0]["config_src"], "modeled_us": ok[0]["modeled_us"]}
+            t = f"{r['timed_us']:.2f}" if "timed_us" in r else "-"
+            why = r["problems"][0][:80] if r["problems"] else (r.get("message", "")[:80] if r["status"] != "match" else "")
+            print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {t:9} {_vs_best(r, band):8} {r['status']:10} "
+                  f"{r.get('binds', '')}" + (f"  ({why})" if why else ""))
+        if rows and "vs_best" in rows[0]:
+            out["chosen"][str(shape)] = {"config": rows[0]["config"], "config_src": rows[0]["config_src"],
+                                         "timed_us": rows[0]["timed_us"]}
         out["shapes"].append({"shape": list(shape), "ranking": rows})
+    print("(~ = within the error band of the best: not a result, the B200 tuner decides between those)")
     if out["chosen"]:
-        g = model.geomean(c["modeled_us"] for c in out["chosen"].values())
-        print(f"modeled geomean of the best compiling candidates: {g:.2f} us (modeled); SOL {model.SOL_GEOMEAN_US} us; "
-              f"best public {model.PUBLIC_BEST_GEOMEAN_US} us (measured, B200, docs/leaderboard.md §7)")
+        g = sol.geomean(c["timed_us"] for c in out["chosen"].values())
+        line = f"timed geomean of the best candidates: {g:.2f} us (timed)"
+        sols = sol.sol_table(Path(args.task))
+        if len(out["chosen"]) == len(shapes) and all(s in sols for s in shapes):
+            line += f"; speed of light {sol.geomean(sols[s] for s in shapes):.3f} us"
+        if len(out["chosen"]) == len(shapes) and all(s in sol.PUBLIC_BEST_US for s in shapes):
+            line += (f"; best public {sol.geomean(sol.PUBLIC_BEST_US[s] for s in shapes):.2f} us (measured, B200, "
+                     "docs/leaderboard.md §7)")
+        print(line)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"dry run took {out['wall_s']} s")
     return out
@@ -275,12 +398,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--submission", default=str(REPO / "submission.py"))
     ap.add_argument("--task", default=str(REPO / "task.yml"))
-    ap.add_argument("--dry-run", action="store_true", help="no GPU: compile all candidates, rank by the model")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: compile all candidates, rank them by the timed emulator (timed, not measured)")
     ap.add_argument("--write", action="store_true", help="rewrite submission.py's CONFIG_TABLE block with the choices")
     ap.add_argument("--json", default=None, help="default build/tune.json (build/tune_dryrun.json with --dry-run)")
-    ap.add_argument("--jobs", type=int, default=2, help="parallel compiles in --dry-run")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel compiles and timed runs in --dry-run")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per candidate")
-    ap.add_argument("--dispatch-us", type=float, default=model.DISPATCH_US)
+    ap.add_argument("--costs", default=None, metavar="FILE",
+                    help="with --dry-run: cost-table overrides ('overrides: {row: value}', e.g. tools/profile.py's fit) "
+                         "applied after the calibration's fitted constants")
+    ap.add_argument("--configs", default=None, metavar="NAME,...",
+                    help="with --dry-run: only these candidate configs")
     ap.add_argument("--any-device", action="store_true",
                     help="skip the SM100 check (tests the orchestration with a stand-in; its numbers say nothing of a B200)")
     args = ap.parse_args(argv)
@@ -300,7 +428,7 @@ def main(argv=None) -> int:
         text = args.submission.read_text()
         args.submission.write_text(rewrite_table(text, chosen))
         print(f"rewrote the config table of {args.submission} for {len(chosen)} shape(s)"
-              + (" (from the model's ranking: modeled, not measured)" if args.dry_run else ""))
+              + (" (from the timed emulator's ranking: timed, not measured)" if args.dry_run else ""))
     return 0 if out["chosen"] else 1
 
 

@@ -1,0 +1,59 @@
+"""The problem's speed of light per shape, the benchmark shapes, and the best public results.
+
+The speed of light is the leaderboard's own (task.yml's `sol_us`, "max(FP4 Tensor Core math throughput, DRAM memory
+throughput) of B200 ... under 1.5Ghz clock", docs/leaderboard.md §2), recomputed here from first principles: FP4 MACs
+over the math rate, unique bytes (every input byte read once, C written once) over the DRAM rate, with the two rates
+the table itself implies. Nothing here predicts a kernel's time: the timed emulator does that
+(`tools/emulate.py --timing`, `tools/tune.py --dry-run`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+# The SOL table's compute-bound rows (512x4096x7168 -> 8.714 us, 512x3072x7168 -> 6.535 us) both give
+# 2*M*N*K / SOL = 3.450e15 FP4 MAC/s (dual GEMM: two products), i.e. about 15.5k MAC/clk/SM on 148 SMs at 1.5 GHz.
+FP4_MACS_PER_S = 2 * 512 * 4096 * 7168 / 8.714e-6
+# Its DRAM-bound rows (256x4096x7168 -> 4.708 us for 36.16 MB, 256x3072x4096 -> 2.125 us for 16.32 MB) both give
+# 7.68e12 B/s (the public B200 HBM3e figure is 8 TB/s).
+DRAM_BW_SOL = 36159488 / 4.708e-6
+
+SOL_GEOMEAN_US = 4.886  # geometric mean of task.yml's four benchmark sol_us (docs/leaderboard.md §2)
+# The best public entry per benchmark shape: gau-nernst v2 (2-SM MMA), measured (B200, GPU MODE leaderboard),
+# docs/leaderboard.md §7.
+PUBLIC_BEST_US = {(256, 4096, 7168, 1): 12.4, (512, 4096, 7168, 1): 16.4, (256, 3072, 4096, 1): 9.43,
+                  (512, 3072, 7168, 1): 16.3}
+PUBLIC_BEST_GEOMEAN_US = 13.30
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def unique_bytes(m, n, k, l=1, n_products=2) -> int:
+    """DRAM bytes if every input byte is read once and C written once (the SOL table's 'bytes moved'): FP4 A and B
+    operands, one e4m3 scale per 16 K elements of each row, fp16 C."""
+    return l * (m * k // 2 + n_products * n * k // 2 + (m + n_products * n) * (k // 16) + m * n * 2)
+
+
+def sol_us(m, n, k, l=1, n_products=2) -> float:
+    """The problem's speed of light: max(FP4 math, DRAM) at the SOL table's own rates, in microseconds."""
+    return max(n_products * m * n * k * l / FP4_MACS_PER_S, unique_bytes(m, n, k, l, n_products) / DRAM_BW_SOL) * 1e6
+
+
+def _benchmarks(task: Path) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load(Path(task).read_text())["benchmarks"]
+
+
+def benchmark_shapes(task: Path) -> list[tuple]:
+    """task.yml's benchmark shapes as (m, n, k, l)."""
+    return [(int(b["m"]), int(b["n"]), int(b["k"]), int(b.get("l", 1))) for b in _benchmarks(task)]
+
+
+def sol_table(task: Path) -> dict:
+    """{(m, n, k, l): sol_us} for the benchmarks of task.yml that carry the leaderboard's speed of light."""
+    return {(int(b["m"]), int(b["n"]), int(b["k"]), int(b.get("l", 1))): float(b["sol_us"])
+            for b in _benchmarks(task) if "sol_us" in b}
