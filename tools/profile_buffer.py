@@ -144,16 +144,56 @@ def missing(p: CtaProfile, layout: Layout) -> list:
     return gaps
 
 
-def disorder(p: CtaProfile) -> list:
-    """Pairs the kernel's synchronisation orders that the CTA's %clock64 stamps contradict (one SM's clock: exact
-    within a CTA), and hand-offs out of order (got j <= released j <= got j + 1)."""
-    ev = {k: v[1] for k, v in p.events().items()}
-    bad = [f"{a} > {b}" for a, b in ORDER if a in ev and b in ev and ev[a] > ev[b]]
+TIMERS = {"clock64": 1, "globaltimer": 0}  # which word of a stamp pair each ordering check reads
+
+
+def disorder(p: CtaProfile, timer: str = "clock64") -> list:
+    """Pairs the kernel's synchronisation orders that the CTA's own stamps contradict, and hand-offs out of order
+    (got j <= released j <= got j + 1 <= ...; the last release <= epilogue_end). timer "clock64": the SM's cycle
+    counter, exact within a CTA (one SM) and meaningless between SMs (each SM's counter has its own origin: no check
+    compares it across CTAs); "globaltimer": the same pairs on %globaltimer, read on one SM, so a later read is never
+    smaller (messages start "%globaltimer: ")."""
+    i = TIMERS[timer]
+    tag = "" if timer == "clock64" else "%globaltimer: "
+    ev = {k: v[i] for k, v in p.events().items()}
+    bad = [f"{tag}{a} > {b}" for a, b in ORDER if a in ev and b in ev and ev[a] > ev[b]]
     chain = [t for _, got, rel in p.handoffs for t in (got, rel) if t is not None]
-    bad += [f"hand-off stamps out of order at {i}" for i in range(1, len(chain)) if chain[i - 1][1] > chain[i][1]]
-    if p.handoffs and "epilogue_end" in ev and p.handoffs[-1][2] is not None and p.handoffs[-1][2][1] > ev["epilogue_end"]:
-        bad.append("last release > epilogue_end")
+    bad += [f"{tag}hand-off stamps out of order at {k}" for k in range(1, len(chain)) if chain[k - 1][i] > chain[k][i]]
+    last = p.handoffs[-1][2] if p.handoffs else None
+    if last is not None and "epilogue_end" in ev and last[i] > ev["epilogue_end"]:
+        bad.append(f"{tag}last release > epilogue_end")
     return bad
+
+
+# What the launch order guarantees between consecutive calls on the default queue, on different SMs (so only on a
+# common time axis: %globaltimer, or the time base placed by it): (phase of call i - 1, phase of call i, reduction
+# over call i - 1's CTAs, premise). Every CTA of call i starts after the grid before it completed (no PDL), or
+# after every CTA of that grid executed griddepcontrol.launch_dependents, which each CTA does right after its entry
+# stamp (PDL), and its griddepcontrol.wait returns after that grid completed (PTX ISA "griddepcontrol").
+BOUNDARIES = {
+    False: (("exit", "entry", "the previous grid completed before this one starts"),),
+    True: (("exit", "wait_done", "griddepcontrol.wait returns after the previous grid completed"),
+           ("entry", "entry", "the grid starts after every CTA of the previous one signalled its dependents")),
+}
+
+
+def boundary_margins(profiles: list, pdl: bool, at) -> list:
+    """Per pair of consecutive calls and each order of BOUNDARIES[pdl]: (call, "a -> b", margin ns), margin = the
+    earliest `b` of call i minus the latest `a` of call i - 1, both on the axis at(p, stamp) -> ns; the launch order
+    makes it positive, a negative one beyond the axis's error contradicts it."""
+    by_call: dict = {}
+    for p in profiles:
+        by_call.setdefault(p.call, []).append(p)
+    out = []
+    for call in sorted(by_call):
+        if call - 1 not in by_call:
+            continue
+        for a, b, _ in BOUNDARIES[pdl]:
+            before = [at(p, p.stamps[a]) for p in by_call[call - 1] if a in p.stamps]
+            after = [at(p, p.stamps[b]) for p in by_call[call] if b in p.stamps]
+            if before and after:
+                out.append((call, f"{a} -> {b}", float(min(after) - max(before))))
+    return out
 
 
 @dataclass
