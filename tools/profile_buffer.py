@@ -274,6 +274,10 @@ class TimeBase:
                     worst = max(worst, float(np.abs(d - d.mean()).max()))
         return cls(ghz, tick, origin, clock_origin, lines, offsets, worst, worst_line)
 
+    def ghz_of(self, p: CtaProfile) -> float:
+        """The clock rate the time base reads this record's %clock64 at (its SM's line, else the median)."""
+        return self.lines[p.sm][1] if p.sm in self.lines else self.ghz
+
     def ns(self, p: CtaProfile, stamp) -> float:
         """The stamp's time in ns since origin_ns."""
         if p.sm in self.lines:
