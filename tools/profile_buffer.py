@@ -166,10 +166,11 @@ def disorder(p: CtaProfile, timer: str = "clock64") -> list:
 
 
 # What the launch order guarantees between consecutive calls on the default queue, on different SMs (so only on a
-# common time axis: %globaltimer, or the time base placed by it): (phase of call i - 1, phase of call i, reduction
-# over call i - 1's CTAs, premise). Every CTA of call i starts after the grid before it completed (no PDL), or
-# after every CTA of that grid executed griddepcontrol.launch_dependents, which each CTA does right after its entry
-# stamp (PDL), and its griddepcontrol.wait returns after that grid completed (PTX ISA "griddepcontrol").
+# common time axis: %globaltimer, or the time base placed by it): (phase a of call i - 1, phase b of call i,
+# premise), read as "the earliest b after the latest a". Every CTA of call i starts after the grid before it
+# completed (no PDL), or after every CTA of that grid executed griddepcontrol.launch_dependents, which each CTA does
+# right after its entry stamp (PDL), and its griddepcontrol.wait returns after that grid completed (PTX ISA
+# "griddepcontrol").
 BOUNDARIES = {
     False: (("exit", "entry", "the previous grid completed before this one starts"),),
     True: (("exit", "wait_done", "griddepcontrol.wait returns after the previous grid completed"),
