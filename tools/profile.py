@@ -153,6 +153,21 @@ def statistics(run: Run) -> dict:
         "clock_ghz": tb.ghz or None,
         "globaltimer_tick_ns": tb.tick_ns,
         "timebase_residual_ns": tb.residual_ns,
+        "timebase_line_residual_ns": tb.line_residual_ns,
+        **stamp_checks(run),
+    }
+
+
+def stamp_checks(run: Run) -> dict:
+    """Whether the stamps can be trusted (reported, as probes/profile_stamps.py checks them on Hopper): CTA records
+    whose stamps contradict the kernel's orders (pb.disorder: on %clock64, exact within a CTA; on %globaltimer), and
+    per launch order between consecutive calls (pb.BOUNDARIES) its smallest margin on raw %globaltimer, the only
+    clock common to the SMs (below minus one tick: out of order)."""
+    margins = pb.boundary_margins(run.profiles, run.pdl, lambda p, s: float(s[0] - run.timebase.origin_ns))
+    return {
+        "records_out_of_order": {timer: sum(bool(pb.disorder(p, timer)) for p in run.profiles) for timer in pb.TIMERS},
+        "boundary_margin_min_ns": {order: min(m for _, o, m in margins if o == order)
+                                   for order in sorted({o for _, o, _ in margins})},
     }
 
 
@@ -395,6 +410,16 @@ def print_report(measured: Run, timed: Run, rows: list) -> None:
         print(f"  {r['phase']:<48}{fmt(r['measured_ns'])}{fmt(r['timed_ns'])}{fmt(d):>12}")
 
 
+def stamp_warning(stats: dict) -> str | None:
+    """A line where statistics' stamp checks found stamps out of order."""
+    tick = stats["globaltimer_tick_ns"]
+    late = {o: round(m) for o, m in stats["boundary_margin_min_ns"].items() if m < -tick}
+    if any(stats["records_out_of_order"].values()) or late:
+        return (f"WARNING: stamps out of order: CTA records {stats['records_out_of_order']}; launch orders between "
+                f"calls below minus one tick ({tick:.0f} ns): {late}")
+    return None
+
+
 def write_trace(path: Path, measured: Run, timed: Run, meta: dict, max_ctas: int = 4) -> None:
     """One Chrome trace (and PATH.png) with the measured median call's CTAs and the timed call's CTAs interleaved
     (measured CTA 0, timed CTA 0, ...), both in ns since the previous call's last exit."""
@@ -579,6 +604,9 @@ def main(argv=None) -> int:
     for r, res in zip(runs, results):
         rows = report_rows(res["measured_stats"], res["timed_stats"])
         print_report(r, res["timed"], rows)
+        warning = stamp_warning(res["measured_stats"])
+        if warning:
+            print("  " + warning)
         trace = out / f"trace_{_tag(r.shape)}.json"
         write_trace(trace, r, res["timed"], {"label": f"{r.label} beside timed", "shape": list(r.shape),
                                              "config": r.config})

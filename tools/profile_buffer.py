@@ -144,65 +144,150 @@ def missing(p: CtaProfile, layout: Layout) -> list:
     return gaps
 
 
-def disorder(p: CtaProfile) -> list:
-    """Pairs the kernel's synchronisation orders that the CTA's %clock64 stamps contradict (one SM's clock: exact
-    within a CTA), and hand-offs out of order (got j <= released j <= got j + 1)."""
-    ev = {k: v[1] for k, v in p.events().items()}
-    bad = [f"{a} > {b}" for a, b in ORDER if a in ev and b in ev and ev[a] > ev[b]]
+TIMERS = {"clock64": 1, "globaltimer": 0}  # which word of a stamp pair each ordering check reads
+
+
+def disorder(p: CtaProfile, timer: str = "clock64") -> list:
+    """Pairs the kernel's synchronisation orders that the CTA's own stamps contradict, and hand-offs out of order
+    (got j <= released j <= got j + 1 <= ...; the last release <= epilogue_end). timer "clock64": the SM's cycle
+    counter, exact within a CTA (one SM) and meaningless between SMs (each SM's counter has its own origin: no check
+    compares it across CTAs); "globaltimer": the same pairs on %globaltimer, read on one SM, so a later read is never
+    smaller (messages start "%globaltimer: ")."""
+    i = TIMERS[timer]
+    tag = "" if timer == "clock64" else "%globaltimer: "
+    ev = {k: v[i] for k, v in p.events().items()}
+    bad = [f"{tag}{a} > {b}" for a, b in ORDER if a in ev and b in ev and ev[a] > ev[b]]
     chain = [t for _, got, rel in p.handoffs for t in (got, rel) if t is not None]
-    bad += [f"hand-off stamps out of order at {i}" for i in range(1, len(chain)) if chain[i - 1][1] > chain[i][1]]
-    if p.handoffs and "epilogue_end" in ev and p.handoffs[-1][2] is not None and p.handoffs[-1][2][1] > ev["epilogue_end"]:
-        bad.append("last release > epilogue_end")
+    bad += [f"{tag}hand-off stamps out of order at {k}" for k in range(1, len(chain)) if chain[k - 1][i] > chain[k][i]]
+    last = p.handoffs[-1][2] if p.handoffs else None
+    if last is not None and "epilogue_end" in ev and last[i] > ev["epilogue_end"]:
+        bad.append(f"{tag}last release > epilogue_end")
     return bad
+
+
+# What the launch order guarantees between consecutive calls on the default queue, on different SMs (so only on a
+# common time axis: %globaltimer, or the time base placed by it): (phase a of call i - 1, phase b of call i,
+# premise), read as "the earliest b after the latest a". Every CTA of call i starts after the grid before it
+# completed (no PDL), or after every CTA of that grid executed griddepcontrol.launch_dependents, which each CTA does
+# right after its entry stamp (PDL), and its griddepcontrol.wait returns after that grid completed (PTX ISA
+# "griddepcontrol").
+BOUNDARIES = {
+    False: (("exit", "entry", "the previous grid completed before this one starts"),),
+    True: (("exit", "wait_done", "griddepcontrol.wait returns after the previous grid completed"),
+           ("entry", "entry", "the grid starts after every CTA of the previous one signalled its dependents")),
+}
+
+
+def boundary_margins(profiles: list, pdl: bool, at) -> list:
+    """Per pair of consecutive calls and each order of BOUNDARIES[pdl]: (call, "a -> b", margin ns), margin = the
+    earliest `b` of call i minus the latest `a` of call i - 1, both on the axis at(p, stamp) -> ns; the launch order
+    makes it positive, a negative one beyond the axis's error contradicts it."""
+    by_call: dict = {}
+    for p in profiles:
+        by_call.setdefault(p.call, []).append(p)
+    out = []
+    for call in sorted(by_call):
+        if call - 1 not in by_call:
+            continue
+        for a, b, _ in BOUNDARIES[pdl]:
+            before = [at(p, p.stamps[a]) for p in by_call[call - 1] if a in p.stamps]
+            after = [at(p, p.stamps[b]) for p in by_call[call] if b in p.stamps]
+            if before and after:
+                out.append((call, f"{a} -> {b}", float(min(after) - max(before))))
+    return out
 
 
 @dataclass
 class TimeBase:
-    """One nanosecond axis for every stamp. %globaltimer is the same on every SM but may tick coarsely (its
-    resolution is not specified by the PTX ISA; probes/profile_stamps.py measures it); %clock64 counts the SM's
-    cycles, fine but per SM. Per SM, a line ns = offset + cycles / ghz is fitted over all its stamps (many calls
-    when measured): a stamp's time is then the line at its cycle count, placed on the global axis by
-    %globaltimer and as fine as %clock64. `ghz` is the median SM clock over SMs (a measurement of the clock)."""
+    """One nanosecond axis for every stamp, counted from `origin_ns` (the earliest %globaltimer stamp: an absolute
+    %globaltimer, ~1.8e18 ns since 1970 on the lent H100, resolves only 256 ns as a float64, so only differences
+    are ever converted). %globaltimer is the same on every SM but ticks coarsely (32 ns on the H100, measured; the
+    PTX ISA gives no resolution); %clock64 counts the SM's cycles, fine but per SM. A stamp's time is its SM's
+    clock64 / rate plus an offset placed by %globaltimer, so it orders as %clock64 orders it:
+      - where one line per SM fits every stamp of that SM (all calls) within a tick, that line: its slope is the
+        SM's clock, its intercept the offset of every record of the SM (many stamps: sub-ns placement);
+      - otherwise (the clock stopped or changed rate between calls), an offset per record (one CTA of one call),
+        the mean of globaltimer - clock64 / ghz over its stamps, and the median clock over SMs, each SM's measured
+        within its records (every record's mean removed, so what happens between records does not bend it).
+    `ghz` is the median SM clock (a measurement). `residual_ns`: the largest |globaltimer + tick/2 - placed time|
+    over all stamps (about half a tick when the stamps are sound); `line_residual_ns`: the largest of the per-SM
+    lines' own residual (small where the SMs' clocks ran at one rate through all the calls)."""
 
     ghz: float = 0.0
     tick_ns: float = 1.0
-    lines: dict = field(default_factory=dict)  # sm -> (offset ns, ghz)
-    residual_ns: float = 0.0  # the largest |globaltimer - line| over all stamps
+    origin_ns: int = 0
+    clock_origin: dict = field(default_factory=dict)  # sm -> its earliest %clock64 stamp
+    lines: dict = field(default_factory=dict)  # sm -> (offset ns since origin_ns at clock_origin, GHz): one line
+    offsets: dict = field(default_factory=dict)  # (call, cta) -> offset, for the SMs no line fits
+    residual_ns: float = 0.0
+    line_residual_ns: float = 0.0
 
     @classmethod
     def fit(cls, profiles: list) -> "TimeBase":
+        stamps = [(p, np.asarray(list(p.events().values()), dtype=np.int64).reshape(-1, 2)) for p in profiles]
+        values = np.concatenate([s[:, 0] for _, s in stamps]) if stamps else np.zeros(0, np.int64)
+        if not values.size:
+            return cls()
+        origin = int(values.min())
+        steps = np.diff(np.unique(values))
+        tick = float(steps[steps > 0].min()) if (steps > 0).any() else 1.0
+        half = tick / 2 if tick > 1 else 0.0  # %globaltimer reads the last tick: the true time is half a tick later
         by_sm: dict = {}
-        values = []
-        for p in profiles:
-            for ns, clk in p.events().values():
-                values.append(ns)
-                if p.sm >= 0:  # a record without its SM word (a CTA that never reached it) keeps %globaltimer alone
-                    by_sm.setdefault(p.sm, []).append((ns, clk))
-        uniq = np.unique(np.asarray(values, dtype=np.int64))
-        steps = np.diff(uniq)
-        tick = float(steps[steps > 0].min()) if steps.size and (steps > 0).any() else 1.0
-        slopes = {}
-        for sm, pts in by_sm.items():
-            a = np.asarray(pts, dtype=np.float64)
-            if np.ptp(a[:, 1]) > 0 and np.ptp(a[:, 0]) >= 10 * tick:
-                slopes[sm] = np.polyfit(a[:, 1], a[:, 0], 1)[0]  # ns per cycle
-        if not slopes:
-            return cls(0.0, tick, {}, 0.0)
-        ghz = float(1.0 / np.median(list(slopes.values())))
-        lines, worst = {}, 0.0
-        for sm, pts in by_sm.items():
-            a = np.asarray(pts, dtype=np.float64)
-            # %globaltimer reads the last tick: the true time is half a tick later on average.
-            offset = float(np.mean(a[:, 0] - a[:, 1] / ghz)) + (tick / 2 if tick > 1 else 0.0)
-            lines[sm] = (offset, ghz)
-            worst = max(worst, float(np.abs(a[:, 0] + (tick / 2 if tick > 1 else 0.0) - offset - a[:, 1] / ghz).max()))
-        return cls(ghz, tick, lines, worst)
+        for p, s in stamps:
+            if p.sm >= 0 and len(s):  # a record without its SM word (a CTA that never reached it) keeps %globaltimer
+                by_sm.setdefault(p.sm, []).append((p, s))
+        clock_origin = {sm: int(min(s[:, 1].min() for _, s in recs)) for sm, recs in by_sm.items()}
+        # Integer differences first: only values of a few ms (ns) or a few million cycles become floats.
+        rel = {sm: [(p, np.stack([(s[:, 0] - origin).astype(np.float64) + half,
+                                  (s[:, 1] - clock_origin[sm]).astype(np.float64)], axis=1)) for p, s in recs]
+               for sm, recs in by_sm.items()}
+        lines, within, worst_line = {}, {}, 0.0
+        for sm, recs in rel.items():
+            a = np.concatenate([r for _, r in recs])
+            if np.ptp(a[:, 0]) >= 10 * tick and np.ptp(a[:, 1]) > 0:
+                slope, icpt = np.polyfit(a[:, 1], a[:, 0], 1)
+                resid = float(np.abs(a[:, 0] - icpt - slope * a[:, 1]).max())
+                worst_line = max(worst_line, resid)
+                if resid <= tick and slope > 0:
+                    lines[sm] = (float(icpt), float(1 / slope))
+                    continue
+            sxx = sxy = 0.0
+            for _, r in recs:
+                if np.ptp(r[:, 0]) >= 10 * tick:  # a record shorter than that says no more than the tick
+                    d = r - r.mean(axis=0)
+                    sxx += float(d[:, 1] @ d[:, 1])
+                    sxy += float(d[:, 1] @ d[:, 0])
+            if sxx > 0 and sxy > 0:
+                within[sm] = sxx / sxy  # cycles per ns
+        rates = [g for _, g in lines.values()] + list(within.values())
+        if not rates:
+            return cls(0.0, tick, origin, clock_origin, {}, {}, 0.0, worst_line)
+        ghz = float(np.median(rates))
+        offsets, worst = {}, 0.0
+        for sm, recs in rel.items():
+            for p, r in recs:
+                if sm in lines:
+                    d = r[:, 0] - lines[sm][0] - r[:, 1] / lines[sm][1]
+                    worst = max(worst, float(np.abs(d).max()))
+                else:
+                    d = r[:, 0] - r[:, 1] / ghz
+                    offsets[(p.call, p.cta)] = float(d.mean())
+                    worst = max(worst, float(np.abs(d - d.mean()).max()))
+        return cls(ghz, tick, origin, clock_origin, lines, offsets, worst, worst_line)
+
+    def ghz_of(self, p: CtaProfile) -> float:
+        """The clock rate the time base reads this record's %clock64 at (its SM's line, else the median)."""
+        return self.lines[p.sm][1] if p.sm in self.lines else self.ghz
 
     def ns(self, p: CtaProfile, stamp) -> float:
-        line = self.lines.get(p.sm)
-        if line is None:
-            return float(stamp[0])
-        return line[0] + stamp[1] / line[1]
+        """The stamp's time in ns since origin_ns."""
+        if p.sm in self.lines:
+            offset, ghz = self.lines[p.sm]
+        elif (p.call, p.cta) in self.offsets:
+            offset, ghz = self.offsets[(p.call, p.cta)], self.ghz
+        else:
+            return float(stamp[0] - self.origin_ns) + (self.tick_ns / 2 if self.tick_ns > 1 else 0.0)
+        return offset + (stamp[1] - self.clock_origin[p.sm]) / ghz
 
 
 def times(p: CtaProfile, tb: TimeBase, origin: float = 0.0) -> dict:
