@@ -561,7 +561,7 @@ def _tc_mma(ex, w, ins, mask):
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
         footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3])
-        ordering.mma_overwrites(w, footprint, ins.line)
+        ordering.mma_overwrites(ex, w, ins, footprint)
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
@@ -651,13 +651,14 @@ class _PendingTmemLoad:
     registers before its wait::ld as well.
     """
 
-    def __init__(self, w, taddr, regs, mask, num, shape="32x32b"):
-        self.w, self.taddr, self.regs, self.mask, self.num, self.shape = w, taddr, regs, mask, num, shape
+    def __init__(self, ex, w, taddr, regs, mask, num, shape="32x32b"):
+        self.ex, self.w, self.taddr, self.regs, self.mask, self.num, self.shape = ex, w, taddr, regs, mask, num, shape
 
     def finish(self):
         w = self.w
         for r in self.regs:
             w.pending_tmem_ld.pop(r.name, None)
+        ordering.ld_read(w, self, self.ex.clock)
         load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
         vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
         for i, r in enumerate(self.regs):
@@ -687,11 +688,11 @@ def _tc_ld(ex, w, ins, mask):
                 f"lanes {lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
         ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
     ordering.issued(ex, w, ins, "ld")
-    ordering.ld_issued(w, col, num * 8 if shape == "16x256b" else num, ins.line)  # 256 bits a lane per .16x256b rep
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(w, (lane << 16) | col, regs, mask.copy(), num, shape)
+    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape)
+    ordering.ld_issued(w, pending, col, num * 8 if shape == "16x256b" else num, ins.line)  # .16x256b: 8 columns a rep
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None

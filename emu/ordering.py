@@ -34,23 +34,26 @@ they do not depend on the schedule: every point compared is a point in one warp'
 warp knows comes from the synchronisations it made (emu.mbarrier's vector clocks), not from when the emulated
 operation runs.
     LD_THEN_MMA: a tcgen05.mma writes (D) columns that an earlier tcgen05.ld of another warp reads, and that read is not
-    ordered before the MMA: the load is not complete yet, or no release its warp made after it completed reaches the
-    MMA's warp. The release is the reading warp's own entry in the MMA warp's knowledge (the clock of its
-    latest release, transitive through every barrier and mbarrier chain: emu.mbarrier.released), not its ("tc", ...)
-    entry of the fence rules, which holds the issue clock of its latest tcgen05 operation and reaches only the warp it
-    synchronizes with directly. A load is complete at its warp's next tcgen05.wait::ld (9.7.16.8.3), not at the first
-    use of one of its registers, where the emulator's data path reads it (emu.ops_async._PendingTmemLoad: ptxas's
-    scoreboard makes that consumer wait; this package's kernel's PTX (DSL 4.8.1) packs the registers with mov.b64
-    right after each load, so there every load reads at once; the ISA orders nothing for another thread). The MMA may
-    overwrite the accumulator before the load reads it: an early accumulator-empty release, or one before the load's
-    tcgen05.wait::ld.
+    ordered before the MMA: the load has not read yet, or no release its warp made after the read reaches the MMA's
+    warp. The read is where the emulator's data path takes it (emu.ops_async._PendingTmemLoad): tcgen05.wait::ld or
+    the first use of one of the load's registers, which ptxas's scoreboard makes wait for the load. The release is the
+    reading warp's own entry in the MMA warp's knowledge (the clock of its latest release, transitive through every
+    barrier and mbarrier chain: emu.mbarrier.released), not its ("tc", ...) entry of the fence rules, which holds the
+    issue clock of its latest tcgen05 operation and reaches only the warp it synchronizes with directly. The MMA may
+    overwrite the accumulator before the load reads it: an early accumulator-empty release.
+    LD_UNWAITED: the same, with the read ordered before the MMA but no tcgen05.wait::ld between the load and the
+    release. The ISA completes a load only at tcgen05.wait::ld (9.7.16.8.3); a Note, since NVIDIA's B200-verified
+    example releases its accumulator stages on the register scoreboard alone (emu.precedents.TCGEN05_LD_UNWAITED).
+    Which register use is the real consumer is the SASS's business: this package's kernel's PTX (DSL 4.8.1) packs the
+    loaded registers with mov.b64 right after each load, so a release before the wait::ld but after those moves is
+    this Note, not LD_THEN_MMA, even where the arithmetic that really waits on the load comes after the release.
     MMA_THEN_LD: a tcgen05.ld reads columns that an MMA of its CTA writes, and its warp has not observed that MMA
     complete (a commit covering it, then a completed wait on that commit's mbarrier: the "tcdone" entry): a load
     before (or without) the accumulator-full wait.
-    Both are Hazards: no hardware-verified kernel is known to do either (NVIDIA's example, gau-nernst's, arseni_ivanov's
-    and novus677's kernels run clean under both, emulated). Granularity: columns. Every MMA the emulator implements
-    writes all 128 lanes of D in each CTA (M = 128 per CTA, Layouts A and D: emu.tcgen05), and a load reads 16 or 32
-    lanes of its warp's quadrant, always among them.
+    LD_THEN_MMA and MMA_THEN_LD are Hazards: no hardware-verified kernel is known to do either (NVIDIA's example,
+    gau-nernst's, arseni_ivanov's and novus677's kernels run clean under both, emulated). Granularity: columns. Every
+    MMA the emulator implements writes all 128 lanes of D in each CTA (M = 128 per CTA, Layouts A and D:
+    emu.tcgen05), and a load reads 16 or 32 lanes of its warp's quadrant, always among them.
 Proxies (PTX ISA 9.7.16.6.5, 9.7.9.25.2 "async proxy"): shared memory written by the generic proxy (st.shared) and
 then read by the async proxy (a TMA store's source, a tcgen05.cp's source) needs fence.proxy.async between them, by
 the writing thread. This module keeps the log of unfenced generic writes (generic_write, proxy_fence). A tcgen05.cp
@@ -75,6 +78,7 @@ FENCE_BEFORE = "tcgen05-fence-before-thread-sync-missing"
 FENCE_AFTER = "tcgen05-fence-after-thread-sync-missing"
 LD_THEN_MMA = "tcgen05-ld-then-mma-unordered"
 MMA_THEN_LD = "tcgen05-mma-then-ld-unordered"
+LD_UNWAITED = "tcgen05-ld-released-before-wait"
 ASYNC_KINDS = ("mma", "cp", "ld", "st")
 RECENT_MMAS = 256  # MMAs of a CTA kept for MMA_THEN_CP / MMA_THEN_LD (older ones have long been observed complete)
 
@@ -204,12 +208,13 @@ def cp_issued(ex, w, ins, ctas: list, taddr: int) -> None:
 # ---------------------------------------------------------------------------------------------- ld <-> mma
 class TmemReads:
     """The tcgen05.ld reads of one CTA's tensor memory, per reading warp ((CTA rank, warp id), the key of its entry in
-    a warp's knowledge): those its warp has not waited for yet, and, per column, the clock of the tcgen05.wait::ld that
-    completed the latest one and its PTX line (a warp's waits come in its program order: the latest is the largest)."""
+    a warp's knowledge). A warp's reads and waits come in its program order, so per column the latest is the largest."""
 
     def __init__(self):
-        self.inflight = {}  # warp key -> [(first column, columns, PTX line)]
-        self.done = {}  # warp key -> (clock of the completing wait::ld per column, -1 for none; PTX line per column)
+        self.pending = {}  # warp key -> {load: (first column, columns, PTX line)}: not read yet
+        self.unwaited = {}  # warp key -> [(first column, columns)] issued since the warp's last tcgen05.wait::ld
+        self.read = {}  # warp key -> (clock of the latest load's read per column, -1 for none; its PTX line)
+        self.waited = {}  # warp key -> clock per column of the tcgen05.wait::ld after the latest load (-1: none yet)
 
 
 def _reads(cta) -> TmemReads:
@@ -219,13 +224,19 @@ def _reads(cta) -> TmemReads:
     return reads
 
 
+def _columns(table: dict, key: tuple, arrays: int) -> tuple:
+    if key not in table:
+        table[key] = tuple(np.full(TMEM_COLUMNS, -1, np.int64) for _ in range(arrays))
+    return table[key]
+
+
 def _overlap(c0: int, n: int, col: int, ncols: int) -> bool:
     return c0 < col + ncols and col < c0 + n
 
 
-def ld_issued(w, col: int, ncols: int, line: int) -> None:
-    """tcgen05.ld by `w` reads columns [col, col + ncols) of its quadrant: every MMA of its CTA that writes them must
-    have been observed complete by `w` (MMA_THEN_LD: module docstring)."""
+def ld_issued(w, load, col: int, ncols: int, line: int) -> None:
+    """tcgen05.ld by `w` (`load`: its handle until ld_read) reads columns [col, col + ncols) of its quadrant: every
+    MMA of its CTA that writes them must have been observed complete by `w` (MMA_THEN_LD: module docstring)."""
     settled = set()
     for key, clock, mma_line, spans in reversed(getattr(w.cta, "recent_mmas", ())):
         if key in settled:
@@ -239,46 +250,68 @@ def ld_issued(w, col: int, ncols: int, line: int) -> None:
                          f"{key[0]}) writes, and this warp has not observed that MMA complete (a tcgen05.commit "
                          f"covering it, then a completed wait on its mbarrier): PTX ISA 9.7.16.6.3 orders another "
                          f"thread's tcgen05.mma before this load only through that synchronisation")
-    _reads(w.cta).inflight.setdefault(_key(w), []).append((col, ncols, line))
+    reads, key = _reads(w.cta), _key(w)
+    reads.pending.setdefault(key, {})[load] = (col, ncols, line)
+    reads.unwaited.setdefault(key, []).append((col, ncols))
+
+
+def ld_read(w, load, now: int) -> None:
+    """The data path has read the tcgen05.ld `load` of `w` at clock `now` (tcgen05.wait::ld, or the first use of one
+    of its registers: emu.ops_async._PendingTmemLoad); no tcgen05.wait::ld covers it yet unless one comes at `now`."""
+    reads, key = _reads(w.cta), _key(w)
+    col, ncols, line = reads.pending[key].pop(load)
+    clocks, lines = _columns(reads.read, key, 2)
+    clocks[col:col + ncols], lines[col:col + ncols] = now, line
+    _columns(reads.waited, key, 1)[0][col:col + ncols] = -1
 
 
 def ld_waited(w, now: int) -> None:
-    """tcgen05.wait::ld by `w` at clock `now`: its earlier tcgen05.ld operations are complete (PTX ISA 9.7.16.8.3)."""
+    """tcgen05.wait::ld by `w` at clock `now` (after the data path read its loads): they are complete (9.7.16.8.3)."""
     reads, key = _reads(w.cta), _key(w)
-    if key not in reads.done:
-        reads.done[key] = (np.full(TMEM_COLUMNS, -1, np.int64), np.zeros(TMEM_COLUMNS, np.int64))
-    clocks, lines = reads.done[key]
-    for col, ncols, line in reads.inflight.pop(key, ()):
-        clocks[col:col + ncols] = now
-        lines[col:col + ncols] = line
+    waited = _columns(reads.waited, key, 1)[0]
+    for col, ncols in reads.unwaited.pop(key, ()):
+        waited[col:col + ncols] = now
 
 
-def mma_overwrites(w, footprint: list, line: int) -> None:
-    """A tcgen05.mma by `w` (PTX line `line`) writes its footprint's D columns: every tcgen05.ld of another warp that
-    reads them must be complete and ordered before this MMA (LD_THEN_MMA: module docstring)."""
+def mma_overwrites(ex, w, ins, footprint: list) -> None:
+    """A tcgen05.mma by `w` writes its footprint's D columns: every tcgen05.ld of another warp that reads them must
+    have read and be released to `w` (LD_THEN_MMA), and been waited for before that release (LD_UNWAITED: a Note)."""
     own = _key(w)
     for cta, c0, n, written in footprint:
         reads = getattr(cta, "tmem_reads", None)
         if not written or reads is None:
             continue
-        for reader, loads in reads.inflight.items():
-            for col, ncols, ld_line in loads:
+        for reader, loads in reads.pending.items():
+            for col, ncols, ld_line in loads.values():
                 if reader != own and _overlap(c0, n, col, ncols):
-                    _ld_then_mma(w, cta, reader, c0, n, ld_line, line, "is not complete (no tcgen05.wait::ld of its "
-                                 "warp after it yet)")
-        for reader, (clocks, lines) in reads.done.items():
+                    _ld_then_mma(w, ins, cta, reader, c0, n, ld_line, "has not read tensor memory yet (no "
+                                 "tcgen05.wait::ld and no use of its registers since it was issued)")
+        for reader, (clocks, lines) in reads.read.items():
+            if reader == own:
+                continue
+            released = w.seen.get(reader, -1)
             last = c0 + int(clocks[c0:c0 + n].argmax())
-            if reader != own and clocks[last] > w.seen.get(reader, -1):
-                _ld_then_mma(w, cta, reader, c0, n, int(lines[last]), line, "is complete (its warp's "
-                             "tcgen05.wait::ld), but no release its warp made after that wait reaches the MMA's warp")
+            if clocks[last] > released:
+                _ld_then_mma(w, ins, cta, reader, c0, n, int(lines[last]), "read it after the last release of its "
+                             "warp that reaches the MMA's warp")
+            waited = reads.waited[reader][0][c0:c0 + n]
+            unwaited = (clocks[c0:c0 + n] >= 0) & ((waited < 0) | (waited > released))
+            if unwaited.any():
+                ld_line = int(lines[c0 + int(unwaited.argmax())])
+                ex.note(LD_UNWAITED, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_LD_UNWAITED,
+                        f"tcgen05.mma writes accumulator columns [{c0}, {c0 + n}) of CTA rank {cta.rank} that the "
+                        f"tcgen05.ld at PTX line {ld_line} of warp {reader[1]} ({_role(reader[1])}) read before its "
+                        f"warp's release reached this warp, with no tcgen05.wait::ld between that load and the "
+                        f"release: only the register scoreboard of its first use orders the read; PTX ISA 9.7.16.8.3 "
+                        f"completes a load at tcgen05.wait::ld")
 
 
-def _ld_then_mma(w, cta, reader: tuple, c0: int, n: int, ld_line: int, mma_line: int, why: str) -> None:
-    raise Hazard(f"[{LD_THEN_MMA}] tcgen05.mma (PTX line {mma_line}, warp {w.warp_id} of CTA rank {w.cta.rank}) writes "
+def _ld_then_mma(w, ins, cta, reader: tuple, c0: int, n: int, ld_line: int, why: str) -> None:
+    raise Hazard(f"[{LD_THEN_MMA}] tcgen05.mma (PTX line {ins.line}, warp {w.warp_id} of CTA rank {w.cta.rank}) writes "
                  f"accumulator columns [{c0}, {c0 + n}) of CTA rank {cta.rank} that the tcgen05.ld at PTX line "
                  f"{ld_line} of warp {reader[1]} ({_role(reader[1])}) reads, and that load {why}: PTX ISA 9.7.16.6.3 "
-                 f"orders it before this MMA only through a synchronisation after its tcgen05.wait::ld (9.7.16.8.3), "
-                 f"so the MMA may overwrite the accumulator before the load reads it")
+                 f"orders it before this MMA only through a synchronisation after the read, so the MMA may overwrite "
+                 f"the accumulator before the load reads it")
 
 
 # ---------------------------------------------------------------------------------------------- proxies

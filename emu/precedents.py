@@ -32,3 +32,7 @@ TCGEN05_FENCE_BEFORE = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py 
                         "tcgen05.wait::ld, no fence) and gau-nernst's submission_v1b.py / submission_v2.py (tcgen05."
                         "dealloc after the epilogue warps' loads and a barrier, no fence), all B200-verified; emulated, "
                         "all trip this rule")
+TCGEN05_LD_UNWAITED = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (B200-verified): with two accumulator "
+                       "stages its epilogue converts the tcgen05.ld results (ptxas's scoreboard waits for them) and "
+                       "arrives on the accumulator-empty barrier, and its PTX (DSL 4.8.1) holds no tcgen05.wait::ld; "
+                       "emulated, its persistent configs trip this rule")

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from emu import ordering
+from emu import ordering, precedents
 from emu.machine import POLICIES, Machine, Schedule
 from emu.ptx import parse_module
 from emu.state import GlobalMemory, Hazard
@@ -139,20 +139,28 @@ def test_epilogue_that_waits_before_it_releases_is_clean():
         assert m.stats["mma"] == 2 and m.notes == {}, schedule.name
 
 
-@pytest.mark.parametrize("handback", [[LOAD, RELEASE, WAIT], [LOAD, USE, RELEASE, WAIT], [RELEASE, LOAD, WAIT]],
-                         ids=["release_before_wait_ld", "registers_used_then_release_before_wait_ld",
-                              "release_before_load"])
-def test_release_before_the_load_completes_is_a_race_at_every_schedule(handback):
-    """The accumulator handed back before its load is complete (its tcgen05.wait::ld), even where the registers were
-    already used (the emulator's data path reads there): the next MMA may overwrite it first. Reported at every
-    schedule, including those where the emulated MMA runs after the read and C would come out right. When the MMA
-    warp gets ahead of the load (released before it), the load is the one that finds an MMA it has not seen complete."""
+@pytest.mark.parametrize("handback", [[LOAD, RELEASE, WAIT], [RELEASE, LOAD, WAIT]],
+                         ids=["release_before_the_read", "release_before_load"])
+def test_release_before_the_load_reads_is_a_race_at_every_schedule(handback):
+    """The accumulator handed back before its load has read it (no wait::ld, no use of its registers before the
+    release): the next MMA may overwrite it first. Reported at every schedule, including those where the emulated MMA
+    runs after the read and C would come out right. When the MMA warp gets ahead of the load (released before it is
+    issued), the load is the one that finds an MMA it has not seen complete."""
     for schedule in SCHEDULES:
         with pytest.raises(Hazard) as e:
             run(kernel(handback), schedule)
         rules = (ordering.LD_THEN_MMA,) if handback[0] == LOAD else (ordering.LD_THEN_MMA, ordering.MMA_THEN_LD)
         assert any(f"[{r}]" in str(e.value) for r in rules), (schedule.name, str(e.value))
         assert "PTX ISA 9.7.16.6.3" in str(e.value)
+
+
+def test_release_after_the_registers_are_used_but_before_wait_ld_is_a_note():
+    """The load's registers used (ptxas's scoreboard waits for the load there), then the release, then wait::ld: the
+    ISA completes the load only at the wait (9.7.16.8.3), but NVIDIA's B200-verified example releases this way."""
+    for schedule in SCHEDULES:
+        m = run(kernel([LOAD, USE, RELEASE, WAIT]), schedule)
+        assert m.stats["mma"] == 2 and {n.rule for n in m.notes.values()} == {ordering.LD_UNWAITED}, schedule.name
+        assert all(n.precedent == precedents.TCGEN05_LD_UNWAITED for n in m.notes.values())
 
 
 def test_load_before_the_mma_is_observed_complete_is_a_race_at_every_schedule():
@@ -165,24 +173,34 @@ def test_load_before_the_mma_is_observed_complete_is_a_race_at_every_schedule():
 
 def test_reads_and_writes_of_other_columns_do_not_race():
     """Rule-level: an MMA writing columns [0, 64) against a load of [64, 80) by another warp (no synchronisation at
-    all) and the converse; then the same columns, ordered through the reader's release after its wait::ld."""
+    all) and the converse; then the same columns: not read, read after the release, released unwaited (a note), and
+    waited then released."""
     cta = SimpleNamespace(rank=0)
     mma_warp = SimpleNamespace(cta=cta, warp_id=4, seen={})
     reader = SimpleNamespace(cta=cta, warp_id=0, seen={})
+    notes = []
+    ex = SimpleNamespace(note=lambda *a: notes.append(a))
+    ins = SimpleNamespace(where=lambda: "PTX line 7: tcgen05.mma", line=7)
     footprint = ordering.mma_footprint([cta], 0, 256, 260, (64 >> 3) << 17)
-    ordering.ld_issued(reader, 64, 16, 11)
-    ordering.mma_overwrites(mma_warp, footprint, 7)  # in flight, other columns; SFA/SFB are read, not written
-    ordering.ld_issued(reader, 32, 16, 12)
-    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*is not complete"):
-        ordering.mma_overwrites(mma_warp, footprint, 7)
-    ordering.ld_waited(reader, 30)
-    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*no release"):
-        ordering.mma_overwrites(mma_warp, footprint, 7)
-    mma_warp.seen[(0, 0)] = 31  # a release by the reader after its wait::ld reached the MMA's warp
-    ordering.mma_overwrites(mma_warp, footprint, 7)
+    ordering.ld_issued(reader, "far", 64, 16, 11)
+    ordering.mma_overwrites(ex, mma_warp, ins, footprint)  # other columns; SFA/SFB are read, not written
+    ordering.ld_issued(reader, "near", 32, 16, 12)
+    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*has not read"):
+        ordering.mma_overwrites(ex, mma_warp, ins, footprint)
+    ordering.ld_read(reader, "near", 30)
+    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*after the last release"):
+        ordering.mma_overwrites(ex, mma_warp, ins, footprint)
+    mma_warp.seen[(0, 0)] = 31  # a release by the reader after the read reached the MMA's warp
+    ordering.mma_overwrites(ex, mma_warp, ins, footprint)
+    assert [n[0] for n in notes] == [ordering.LD_UNWAITED]  # but no wait::ld came between the load and the release
+    ordering.ld_waited(reader, 32)
+    mma_warp.seen[(0, 0)] = 33
+    notes.clear()
+    ordering.mma_overwrites(ex, mma_warp, ins, footprint)
+    assert notes == []
     ordering.mma_issued(mma_warp, footprint, 40, 7)
-    ordering.ld_issued(reader, 64, 16, 13)  # not a column the MMA writes
+    ordering.ld_issued(reader, "other", 64, 16, 13)  # not a column the MMA writes
     with pytest.raises(Hazard, match=ordering.MMA_THEN_LD):
-        ordering.ld_issued(reader, 0, 16, 14)
+        ordering.ld_issued(reader, "again", 0, 16, 14)
     reader.seen[("tcdone", 0, 4)] = 40  # a completed commit covering the MMA was observed
-    ordering.ld_issued(reader, 0, 16, 14)
+    ordering.ld_issued(reader, "again", 0, 16, 14)
