@@ -830,10 +830,11 @@ class DualGemmKernel:
             xring = ExchangeRing(storage.exchange_full_mbar.data_ptr(), storage.exchange_empty_mbar.data_ptr(),
                                  cutlass.Int32(storage.exchange_buf.data_ptr().toint()))
             self._exchange_init(xring, warp_idx)
+        scale_mbar = storage.scale_mbar.data_ptr()  # (DSL 4.3.5 takes no storage object into a dynamic if)
         if warp_idx == self.MMA_WARP:
             with cute.arch.elect_one():
                 for buffer in cutlass.range_constexpr(SCALE_BUFFERS):
-                    cute.arch.mbarrier_init(storage.scale_mbar.data_ptr() + buffer, 1)
+                    cute.arch.mbarrier_init(scale_mbar + buffer, 1)
         pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
@@ -926,7 +927,7 @@ class DualGemmKernel:
             sfa_smem_stage0 = cute.slice_(sfa_smem_layout_staged, (None, None, None, 0))
             sfb_smem_stage0 = cute.slice_(sfb_smem_layout_staged, (None, None, None, 0))
             scales = ScaleBuffers(
-                storage.scale_mbar.data_ptr(),
+                scale_mbar,
                 acc_tmem_ptr,
                 (sSFA, sSFB1, sSFB2)[: 1 + self.accs_per_stage],
                 blockscaled_utils.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfa_smem_stage0),
