@@ -347,7 +347,8 @@ class StoreAsync:
                 _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
-            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line))
+            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line,
+                                             Cost("remote", nbytes, dests=(cta,))))
 
 
 @family("cp.async.bulk.prefetch")
