@@ -563,7 +563,9 @@ def _tc_mma(ex, w, ins, mask):
     ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
-        ordering.mma_issued(w, ordering.mma_footprint(group, args[0], args[4], args[5], args[3]), ex.clock, ins.line)
+        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3])
+        ordering.mma_overwrites(w, footprint, ins.line)
+        ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
@@ -688,6 +690,7 @@ def _tc_ld(ex, w, ins, mask):
                 f"lanes {lane}.. of its own quadrant {w.warp_id % 4} (emu.tcgen05.tmem_ld_first_lane)")
         ex.stats["tmem_ld_lane_remapped"] = ex.stats.get("tmem_ld_lane_remapped", 0) + 1
     ordering.issued(ex, w, ins, "ld")
+    ordering.ld_issued(w, col, num * 8 if shape == "16x256b" else num, ins.line)  # 256 bits a lane per .16x256b rep
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
@@ -702,6 +705,7 @@ def _tc_wait(ex, w, ins, mask):
     if ins.info[0] == "wait::ld":
         for pending in list({id(p): p for p in w.pending_tmem_ld.values()}.values()):
             pending.finish()
+        ordering.ld_waited(w, ex.clock)
     return None
 
 

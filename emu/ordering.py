@@ -27,6 +27,30 @@ tcgen05 memory consistency model (PTX ISA 9.7.16.6):
     tensor memory, and its MMA warp waits on the accumulator-empty barrier (released after tcgen05.wait::ld, no
     before-fence) and issues the next MMAs, exactly as this package's kernel does; gau-nernst's kernels deallocate
     after their epilogue's loads with no before-fence. Emulated, each of them trips these rules.
+Tensor-memory hand-off between tcgen05.ld and tcgen05.mma (PTX ISA 9.7.16.6.3 with 9.7.16.8.3: tcgen05.ld is
+asynchronous until tcgen05.wait::ld): an MMA and another thread's load of the same accumulator columns are ordered only
+through a synchronisation, whatever the hardware's timing. Both directions are checked in happens-before terms, so
+they do not depend on the schedule: every point compared is a point in one warp's program order, and what the other
+warp knows comes from the synchronisations it made (emu.mbarrier's vector clocks), not from when the emulated
+operation runs.
+    LD_THEN_MMA: a tcgen05.mma writes (D) columns that an earlier tcgen05.ld of another warp reads, and that read is not
+    ordered before the MMA: the load is not complete yet, or no release its warp made after it completed reaches the
+    MMA's warp. The release is the reading warp's own entry in the MMA warp's knowledge (the clock of its
+    latest release, transitive through every barrier and mbarrier chain: emu.mbarrier.released), not its ("tc", ...)
+    entry of the fence rules, which holds the issue clock of its latest tcgen05 operation and reaches only the warp it
+    synchronizes with directly. A load is complete at its warp's next tcgen05.wait::ld (9.7.16.8.3), not at the first
+    use of one of its registers, where the emulator's data path reads it (emu.ops_async._PendingTmemLoad: ptxas's
+    scoreboard makes that consumer wait; this package's kernel's PTX (DSL 4.8.1) packs the registers with mov.b64
+    right after each load, so there every load reads at once; the ISA orders nothing for another thread). The MMA may
+    overwrite the accumulator before the load reads it: an early accumulator-empty release, or one before the load's
+    tcgen05.wait::ld.
+    MMA_THEN_LD: a tcgen05.ld reads columns that an MMA of its CTA writes, and its warp has not observed that MMA
+    complete (a commit covering it, then a completed wait on that commit's mbarrier: the "tcdone" entry): a load
+    before (or without) the accumulator-full wait.
+    Both are Hazards: no hardware-verified kernel is known to do either (NVIDIA's example, gau-nernst's, arseni_ivanov's
+    and novus677's kernels run clean under both, emulated). Granularity: columns. Every MMA the emulator implements
+    writes all 128 lanes of D in each CTA (M = 128 per CTA, Layouts A and D: emu.tcgen05), and a load reads 16 or 32
+    lanes of its warp's quadrant, always among them.
 Proxies (PTX ISA 9.7.16.6.5, 9.7.9.25.2 "async proxy"): shared memory written by the generic proxy (st.shared) and
 then read by the async proxy (a TMA store's source, a tcgen05.cp's source) needs fence.proxy.async between them, by
 the writing thread. This module keeps the log of unfenced generic writes (generic_write, proxy_fence). A tcgen05.cp
@@ -41,14 +65,18 @@ emu.mbarrier (release_entries / observed), so a release carries which warps' tcg
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import precedents
-from .state import Hazard
+from .state import TMEM_COLUMNS, Hazard
 
 MMA_THEN_CP = "tcgen05-mma-then-cp-unordered"
 FENCE_BEFORE = "tcgen05-fence-before-thread-sync-missing"
 FENCE_AFTER = "tcgen05-fence-after-thread-sync-missing"
+LD_THEN_MMA = "tcgen05-ld-then-mma-unordered"
+MMA_THEN_LD = "tcgen05-mma-then-ld-unordered"
 ASYNC_KINDS = ("mma", "cp", "ld", "st")
-RECENT_MMAS = 256  # MMAs of a CTA remembered for MMA_THEN_CP (older ones have long been observed complete)
+RECENT_MMAS = 256  # MMAs of a CTA kept for MMA_THEN_CP / MMA_THEN_LD (older ones have long been observed complete)
 
 
 def _state(w) -> dict:
@@ -141,19 +169,19 @@ def issued(ex, w, ins, kind: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- mma -> cp
 def mma_footprint(ctas: list, d_taddr: int, sfa_taddr: int, sfb_taddr: int, idesc: int) -> list:
-    """(cta, first column, columns) of tensor memory a block-scaled tcgen05.mma reads or writes: the accumulator
-    (N columns of fp32), its SFA (4 columns per 128 rows of A in each CTA) and SFB (N/32 columns, at least one)
-    (emu.tcgen05 module docstring Q2, Q4)."""
+    """(cta, first column, columns, written) of tensor memory a block-scaled tcgen05.mma reads or writes: the
+    accumulator (N columns of fp32, written), its SFA (4 columns per 128 rows of A in each CTA) and SFB (N/32 columns,
+    at least one), both read (emu.tcgen05 module docstring Q2, Q4)."""
     n = ((idesc >> 17) & 0x3F) << 3
-    cols = ((d_taddr & 0xFFFF, n), (sfa_taddr & 0xFFFF, 4), (sfb_taddr & 0xFFFF, max(1, n // 32)))
-    return [(cta, c, k) for cta in ctas for c, k in cols]
+    cols = ((d_taddr & 0xFFFF, n, True), (sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
+    return [(cta, c, k, written) for cta in ctas for c, k, written in cols]
 
 
 def mma_issued(w, footprint: list, now: int, line: int) -> None:
-    """Remember an MMA's tensor-memory footprint on each CTA it touches (for MMA_THEN_CP)."""
-    for cta in {id(c): c for c, _, _ in footprint}.values():
+    """Remember an MMA's tensor-memory footprint on each CTA it touches (for MMA_THEN_CP and MMA_THEN_LD)."""
+    for cta in {id(c): c for c, _, _, _ in footprint}.values():
         recent = cta.__dict__.setdefault("recent_mmas", [])
-        recent.append((_key(w), now, line, [(c0, n) for c, c0, n in footprint if c is cta]))
+        recent.append((_key(w), now, line, [(c0, n, written) for c, c0, n, written in footprint if c is cta]))
         del recent[:-RECENT_MMAS]
 
 
@@ -165,12 +193,92 @@ def cp_issued(ex, w, ins, ctas: list, taddr: int) -> None:
         for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
             if w.seen.get(("tcdone",) + key, -1) >= clock:
                 continue  # the cp's warp has observed that MMA complete
-            if any(c0 < col + 4 and col < c0 + n for c0, n in spans):
+            if any(_overlap(c0, n, col, 4) for c0, n, _ in spans):
                 ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
                         f"tcgen05.cp writes tensor-memory columns [{col}, {col + 4}) of CTA rank {cta.rank} that the "
                         f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before this copy (PTX ISA "
                         f"9.7.16.6.2: mma -> cp is not a pipelined pair; the emulator runs them in issue order)")
                 return
+
+
+# ---------------------------------------------------------------------------------------------- ld <-> mma
+class TmemReads:
+    """The tcgen05.ld reads of one CTA's tensor memory, per reading warp ((CTA rank, warp id), the key of its entry in
+    a warp's knowledge): those its warp has not waited for yet, and, per column, the clock of the tcgen05.wait::ld that
+    completed the latest one and its PTX line (a warp's waits come in its program order: the latest is the largest)."""
+
+    def __init__(self):
+        self.inflight = {}  # warp key -> [(first column, columns, PTX line)]
+        self.done = {}  # warp key -> (clock of the completing wait::ld per column, -1 for none; PTX line per column)
+
+
+def _reads(cta) -> TmemReads:
+    reads = getattr(cta, "tmem_reads", None)
+    if reads is None:
+        reads = cta.tmem_reads = TmemReads()
+    return reads
+
+
+def _overlap(c0: int, n: int, col: int, ncols: int) -> bool:
+    return c0 < col + ncols and col < c0 + n
+
+
+def ld_issued(w, col: int, ncols: int, line: int) -> None:
+    """tcgen05.ld by `w` reads columns [col, col + ncols) of its quadrant: every MMA of its CTA that writes them must
+    have been observed complete by `w` (MMA_THEN_LD: module docstring)."""
+    settled = set()
+    for key, clock, mma_line, spans in reversed(getattr(w.cta, "recent_mmas", ())):
+        if key in settled:
+            continue
+        if w.seen.get(("tcdone",) + key, -1) >= clock:
+            settled.add(key)  # observed complete, and with it every earlier MMA of that warp
+            continue
+        if any(written and _overlap(c0, n, col, ncols) for c0, n, written in spans):
+            raise Hazard(f"[{MMA_THEN_LD}] tcgen05.ld reads tensor-memory columns [{col}, {col + ncols}) of CTA rank "
+                         f"{w.cta.rank} that the tcgen05.mma at PTX line {mma_line} (warp {key[1]} of CTA rank "
+                         f"{key[0]}) writes, and this warp has not observed that MMA complete (a tcgen05.commit "
+                         f"covering it, then a completed wait on its mbarrier): PTX ISA 9.7.16.6.3 orders another "
+                         f"thread's tcgen05.mma before this load only through that synchronisation")
+    _reads(w.cta).inflight.setdefault(_key(w), []).append((col, ncols, line))
+
+
+def ld_waited(w, now: int) -> None:
+    """tcgen05.wait::ld by `w` at clock `now`: its earlier tcgen05.ld operations are complete (PTX ISA 9.7.16.8.3)."""
+    reads, key = _reads(w.cta), _key(w)
+    if key not in reads.done:
+        reads.done[key] = (np.full(TMEM_COLUMNS, -1, np.int64), np.zeros(TMEM_COLUMNS, np.int64))
+    clocks, lines = reads.done[key]
+    for col, ncols, line in reads.inflight.pop(key, ()):
+        clocks[col:col + ncols] = now
+        lines[col:col + ncols] = line
+
+
+def mma_overwrites(w, footprint: list, line: int) -> None:
+    """A tcgen05.mma by `w` (PTX line `line`) writes its footprint's D columns: every tcgen05.ld of another warp that
+    reads them must be complete and ordered before this MMA (LD_THEN_MMA: module docstring)."""
+    own = _key(w)
+    for cta, c0, n, written in footprint:
+        reads = getattr(cta, "tmem_reads", None)
+        if not written or reads is None:
+            continue
+        for reader, loads in reads.inflight.items():
+            for col, ncols, ld_line in loads:
+                if reader != own and _overlap(c0, n, col, ncols):
+                    _ld_then_mma(w, cta, reader, c0, n, ld_line, line, "is not complete (no tcgen05.wait::ld of its "
+                                 "warp after it yet)")
+        for reader, (clocks, lines) in reads.done.items():
+            last = c0 + int(clocks[c0:c0 + n].argmax())
+            if reader != own and clocks[last] > w.seen.get(reader, -1):
+                _ld_then_mma(w, cta, reader, c0, n, int(lines[last]), line, "is complete (its warp's "
+                             "tcgen05.wait::ld), but no release its warp made after that wait reaches the MMA's warp")
+
+
+def _ld_then_mma(w, cta, reader: tuple, c0: int, n: int, ld_line: int, mma_line: int, why: str) -> None:
+    raise Hazard(f"[{LD_THEN_MMA}] tcgen05.mma (PTX line {mma_line}, warp {w.warp_id} of CTA rank {w.cta.rank}) writes "
+                 f"accumulator columns [{c0}, {c0 + n}) of CTA rank {cta.rank} that the tcgen05.ld at PTX line "
+                 f"{ld_line} of warp {reader[1]} ({_role(reader[1])}) reads, and that load {why}: PTX ISA 9.7.16.6.3 "
+                 f"orders it before this MMA only through a synchronisation after its tcgen05.wait::ld (9.7.16.8.3), "
+                 f"so the MMA may overwrite the accumulator before the load reads it")
 
 
 # ---------------------------------------------------------------------------------------------- proxies
@@ -208,7 +316,8 @@ def async_read(cta, offset: int, nbytes: int, what: str) -> None:
 
 
 def _role(w) -> str:
+    """The role of warp `w` (or of warp id `w`) in this package's kernel layout (emu.machine.role_of)."""
     from .machine import role_of
 
-    return role_of(w.warp_id)
+    return role_of(w if isinstance(w, int) else w.warp_id)
 

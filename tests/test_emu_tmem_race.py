@@ -1,0 +1,188 @@
+"""Issue 14, "races it rarely schedules": the tensor-memory hand-off between tcgen05.ld (an epilogue warp reading an
+accumulator) and tcgen05.mma (the MMA warp overwriting it), checked in happens-before terms (emu.ordering LD_THEN_MMA,
+MMA_THEN_LD), so that every schedule reports it. Hand-written PTX with a real MMA (no DSL compile): warp 0 copies the
+scale factors and issues the MMAs, warp 1 loads the accumulator and hands it back. The same rule on the real kernel:
+the planted bug epi_release_before_last_load of emu/mutants.py (slow, tests/test_emu_kernel.py)."""
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import pytest
+
+from emu import ordering
+from emu.machine import POLICIES, Machine, Schedule
+from emu.ptx import parse_module
+from emu.state import GlobalMemory, Hazard
+
+HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+DESC_A_B = (8 << 16) | (16 << 32) | (1 << 46)  # K-major, no swizzle: LBO 128, SBO 256 (PTX ISA 9.7.16.4.1)
+DESC_SCALES = (8 << 32) | (1 << 46)  # 32 rows of 16 bytes, SBO 128
+IDESC = (8 << 24) | (8 << 17) | (1 << 10) | (1 << 7)  # M 128, N 64, E2M1 x E2M1, UE4M3 scales (PTX ISA 9.7.16.4.2)
+
+# smem: +0 FULL (the first commit arrives), +8 EMPTY (warp 1's 32 threads), +16 ISSUED (warp 0, after its first
+# MMA), +24 DONE (the second commit),
+# +64 the tensor-memory address, +1024 the scale source (zeros), +4096 A and B (their bytes do not matter).
+# Tensor memory: D in columns [0, 64), SFA [64, 68), SFB [68, 70). Warp 1 reads lane quadrant 1 (lane field 32).
+HANDOFF = f"""
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    shr.u32 %r8, %r1, 5;
+    setp.ne.u32 %p1, %r8, 0;
+    @%p1 bra SETUP_DONE;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 128;
+    shl.b32 %r2, %r1, 4;
+    add.s32 %r3, %r9, %r2;
+    mov.u32 %r4, 0;
+    st.shared.v4.b32 [%r3+1024], {{%r4, %r4, %r4, %r4}};
+    fence.proxy.async.shared::cta;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra SETUP_DONE;
+    mbarrier.init.shared.b64 [%r9], 1;
+    mbarrier.init.shared.b64 [%r9+8], 32;
+    mbarrier.init.shared.b64 [%r9+16], 1;
+    mbarrier.init.shared.b64 [%r9+24], 1;
+SETUP_DONE:
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    @%p1 bra EPILOGUE;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra MMA_DONE;
+    add.s32 %r10, %r9, 1024;
+    shr.u32 %r10, %r10, 4;
+    cvt.u64.u32 %rd1, %r10;
+    or.b64 %rd1, %rd1, {DESC_SCALES};
+    add.s32 %r11, %r9, 4096;
+    shr.u32 %r11, %r11, 4;
+    cvt.u64.u32 %rd2, %r11;
+    or.b64 %rd2, %rd2, {DESC_A_B};
+    mov.u32 %r12, {IDESC};
+    add.s32 %r13, %r20, 64;
+    add.s32 %r14, %r20, 68;
+    setp.ne.u32 %p3, %r1, 0;
+    tcgen05.cp.cta_group::1.32x128b.warpx4 [%r13], %rd1;
+    tcgen05.cp.cta_group::1.32x128b.warpx4 [%r14], %rd1;
+    tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], %p3;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
+    mbarrier.arrive.shared.b64 %rd5, [%r9+16];
+    {{
+    .reg .pred P1;
+    WAIT_EMPTY:
+    mbarrier.try_wait.parity.shared.b64 P1, [%r9+8], 0;
+    @P1 bra.uni EMPTY_DONE;
+    bra.uni WAIT_EMPTY;
+    EMPTY_DONE:
+    }}
+    tcgen05.fence::after_thread_sync;
+    tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], %p3;
+    add.s32 %r15, %r9, 24;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r15];
+    {{
+    .reg .pred P1;
+    WAIT_LAST:
+    mbarrier.try_wait.parity.shared.b64 P1, [%r9+24], 0;
+    @P1 bra.uni LAST_DONE;
+    bra.uni WAIT_LAST;
+    LAST_DONE:
+    }}
+MMA_DONE:
+    bar.sync 0;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 128;
+    ret;
+EPILOGUE:
+    {{
+    .reg .pred P1;
+    WAIT_FULL:
+    mbarrier.try_wait.parity.shared.b64 P1, [%r9+ACQUIRE], 0;
+    @P1 bra.uni FULL_DONE;
+    bra.uni WAIT_FULL;
+    FULL_DONE:
+    }}
+    tcgen05.fence::after_thread_sync;
+    add.s32 %r22, %r20, 2097152;
+    HANDBACK
+    bar.sync 0;
+    ret;
+"""
+LOAD = "tcgen05.ld.sync.aligned.32x32b.x16.b32 {%r40, %r41, %r42, %r43, %r44, %r45, %r46, %r47, %r48, %r49, %r50, " \
+       "%r51, %r52, %r53, %r54, %r55}, [%r22];"
+WAIT = "tcgen05.wait::ld.sync.aligned;"
+USE = "add.s32 %r56, %r40, %r55;"  # where the emulator's data path reads the load; it completes only at the wait
+RELEASE = "tcgen05.fence::before_thread_sync;\n    mbarrier.arrive.shared.b64 %rd6, [%r9+8];"
+FULL, ISSUED = "0", "16"  # which of warp 0's signals the epilogue waits for before it loads
+
+
+def kernel(handback: list, acquire: str = FULL) -> str:
+    body = HANDOFF.replace("HANDBACK", "\n    ".join(handback)).replace("ACQUIRE", acquire)
+    decls = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
+    return (f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k(.param .u64 out)\n{{\n{decls}\n"
+            f"{body}\n}}\n")
+
+
+def run(text: str, schedule: Schedule | None = None) -> Machine:
+    gmem = GlobalMemory()
+    shape = SimpleNamespace(grid=(1, 1, 1), block=(64, 1, 1), cluster=(1, 1, 1), dynamic_smem=8192,
+                            params=[struct.pack("<Q", gmem.alloc(256, fill=0))], launch_attrs=[])
+    m = Machine(parse_module(text), shape, gmem, schedule=schedule)
+    m.run()
+    return m
+
+
+SCHEDULES = [Schedule(policy, seed) for seed, policy in enumerate(POLICIES)]
+
+
+def test_epilogue_that_waits_before_it_releases_is_clean():
+    """PTX ISA 9.7.16.6.4.4's pattern: ld; wait::ld; fence::before_thread_sync; arrive -> wait;
+    fence::after_thread_sync; mma. Every schedule runs it without a hazard or a note."""
+    for schedule in SCHEDULES:
+        m = run(kernel([LOAD, WAIT, RELEASE]), schedule)
+        assert m.stats["mma"] == 2 and m.notes == {}, schedule.name
+
+
+@pytest.mark.parametrize("handback", [[LOAD, RELEASE, WAIT], [LOAD, USE, RELEASE, WAIT], [RELEASE, LOAD, WAIT]],
+                         ids=["release_before_wait_ld", "registers_used_then_release_before_wait_ld",
+                              "release_before_load"])
+def test_release_before_the_load_completes_is_a_race_at_every_schedule(handback):
+    """The accumulator handed back before its load is complete (its tcgen05.wait::ld), even where the registers were
+    already used (the emulator's data path reads there): the next MMA may overwrite it first. Reported at every
+    schedule, including those where the emulated MMA runs after the read and C would come out right. When the MMA
+    warp gets ahead of the load (released before it), the load is the one that finds an MMA it has not seen complete."""
+    for schedule in SCHEDULES:
+        with pytest.raises(Hazard) as e:
+            run(kernel(handback), schedule)
+        rules = (ordering.LD_THEN_MMA,) if handback[0] == LOAD else (ordering.LD_THEN_MMA, ordering.MMA_THEN_LD)
+        assert any(f"[{r}]" in str(e.value) for r in rules), (schedule.name, str(e.value))
+        assert "PTX ISA 9.7.16.6.3" in str(e.value)
+
+
+def test_load_before_the_mma_is_observed_complete_is_a_race_at_every_schedule():
+    """The epilogue waits for a signal warp 0 gives right after issuing the MMA (not its commit): it loads an
+    accumulator the MMA may not have written yet."""
+    for schedule in SCHEDULES:
+        with pytest.raises(Hazard, match=f"\\[{ordering.MMA_THEN_LD}\\].*tcgen05.commit"):
+            run(kernel([LOAD, WAIT, RELEASE], acquire=ISSUED), schedule)
+
+
+def test_reads_and_writes_of_other_columns_do_not_race():
+    """Rule-level: an MMA writing columns [0, 64) against a load of [64, 80) by another warp (no synchronisation at
+    all) and the converse; then the same columns, ordered through the reader's release after its wait::ld."""
+    cta = SimpleNamespace(rank=0)
+    mma_warp = SimpleNamespace(cta=cta, warp_id=4, seen={})
+    reader = SimpleNamespace(cta=cta, warp_id=0, seen={})
+    footprint = ordering.mma_footprint([cta], 0, 256, 260, (64 >> 3) << 17)
+    ordering.ld_issued(reader, 64, 16, 11)
+    ordering.mma_overwrites(mma_warp, footprint, 7)  # in flight, other columns; SFA/SFB are read, not written
+    ordering.ld_issued(reader, 32, 16, 12)
+    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*is not complete"):
+        ordering.mma_overwrites(mma_warp, footprint, 7)
+    ordering.ld_waited(reader, 30)
+    with pytest.raises(Hazard, match=f"{ordering.LD_THEN_MMA}.*no release"):
+        ordering.mma_overwrites(mma_warp, footprint, 7)
+    mma_warp.seen[(0, 0)] = 31  # a release by the reader after its wait::ld reached the MMA's warp
+    ordering.mma_overwrites(mma_warp, footprint, 7)
+    ordering.mma_issued(mma_warp, footprint, 40, 7)
+    ordering.ld_issued(reader, 64, 16, 13)  # not a column the MMA writes
+    with pytest.raises(Hazard, match=ordering.MMA_THEN_LD):
+        ordering.ld_issued(reader, 0, 16, 14)
+    reader.seen[("tcdone", 0, 4)] = 40  # a completed commit covering the MMA was observed
+    ordering.ld_issued(reader, 0, 16, 14)
