@@ -209,10 +209,16 @@ MUTANTS = (
            "                tcgen05_fence_before_thread_sync()\n"
            "                acc_pipeline.consumer_release(acc_consumer_state)\n"
            + EP_STEP.replace("                acc_pipeline.consumer_release(acc_consumer_state)\n", "                pass\n"),
-           C2_128_EP, (256, 512, 256, 1), sm_count=2,
-           missed_because="a race only a starved epilogue shows: since the MMA warp waits on a scale buffer before its "
-                          "first copy, the next tile's MMA lands inside the window at 2 of 12 schedules (emulated: "
-                          "python -m emu.mutants --schedules 12), not at the test's six"),
+           C2_128_EP, (256, 512, 256, 1), sm_count=2),
+    Mutant("epi_release_before_wait_ld", "pipelined epilogue: the last subtile's tcgen05.wait::ld after the release",
+           EP_STEP,
+           "            if subtile + 1 < subtiles:\n"
+           "                cute.arch.fence_view_async_tmem_load()\n"
+           "                load(subtile + 1)\n"
+           "            else:\n"
+           "                tcgen05_fence_before_thread_sync()\n"
+           "                acc_pipeline.consumer_release(acc_consumer_state)\n"
+           "                cute.arch.fence_view_async_tmem_load()\n", C2_128_EP, (256, 512, 256, 1), sm_count=2),
     # ---- ordering: the tcgen05 order the ISA gives only through a wait or a fence (emu.ordering). These kernels are
     # correct in the emulator's FIFO; the broken order shows as a Note under the rule (hardware-verified kernels have
     # relied on each, so none is a Hazard).
