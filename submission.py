@@ -796,17 +796,7 @@ class DualGemmKernel:
             cta_layout_vmnk=cluster_layout_vmnk,
             defer_sync=True,
         )
-        # Every epilogue thread arrives on the accumulator-empty barrier (of both CTAs of a pair).
-        acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full_mbar.data_ptr(),
-            num_stages=self.num_acc_stage,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(
-                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)
-            ),
-            cta_layout_vmnk=cluster_layout_vmnk,
-            defer_sync=True,
-        )
+        acc_pipeline = self._accumulator_pipeline(storage.acc_full_mbar.data_ptr(), use_2cta, cluster_layout_vmnk)
         tmem = TmemAllocator(
             _smem_field_ptr(storage.tmem_holding_buf),
             barrier_for_retrieve=self.tmem_alloc_barrier,
@@ -816,24 +806,16 @@ class DualGemmKernel:
         )
         if cutlass.const_expr(self.config.tail_k_tiles):
             # acc1's own full barrier (the tail hands acc1 over before acc2); acc_pipeline's empty covers both.
-            acc1_pipeline = pipeline.PipelineUmmaAsync.create(
-                barrier_storage=storage.acc1_mbar.data_ptr(),
-                num_stages=self.num_acc_stage,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-                consumer_group=pipeline.CooperativeGroup(
-                    pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)
-                ),
-                cta_layout_vmnk=cluster_layout_vmnk,
-                defer_sync=True,
-            )
+            acc1_pipeline = self._accumulator_pipeline(storage.acc1_mbar.data_ptr(), use_2cta, cluster_layout_vmnk)
         if cutlass.const_expr(self.exchange["bytes"]):
             xring = ExchangeRing(storage.exchange_full_mbar.data_ptr(), storage.exchange_empty_mbar.data_ptr(),
                                  cutlass.Int32(storage.exchange_buf.data_ptr().toint()))
             self._exchange_init(xring, warp_idx)
+        scale_mbar = storage.scale_mbar.data_ptr()  # (DSL 4.3.5 takes no storage object into a dynamic if)
         if warp_idx == self.MMA_WARP:
             with cute.arch.elect_one():
                 for buffer in cutlass.range_constexpr(SCALE_BUFFERS):
-                    cute.arch.mbarrier_init(storage.scale_mbar.data_ptr() + buffer, 1)
+                    cute.arch.mbarrier_init(scale_mbar + buffer, 1)
         pipeline_init_arrive(cluster_shape_mn=self.launch_cluster_mn, is_relaxed=True)
 
         ring, loads, k_tile_cnt, tCgC = self._ring_and_loads(
@@ -926,7 +908,7 @@ class DualGemmKernel:
             sfa_smem_stage0 = cute.slice_(sfa_smem_layout_staged, (None, None, None, 0))
             sfb_smem_stage0 = cute.slice_(sfb_smem_layout_staged, (None, None, None, 0))
             scales = ScaleBuffers(
-                storage.scale_mbar.data_ptr(),
+                scale_mbar,
                 acc_tmem_ptr,
                 (sSFA, sSFB1, sSFB2)[: 1 + self.accs_per_stage],
                 blockscaled_utils.make_tmem_layout_sfa(tiled_mma, self.mma_tiler, SF_VEC_SIZE, sfa_smem_stage0),
@@ -1119,6 +1101,20 @@ class DualGemmKernel:
                 exit_stamp = profile_stamp()
                 if tidx == 0:
                     prof.put("exit", exit_stamp)
+
+    def _accumulator_pipeline(self, barriers, use_2cta, cluster_layout_vmnk):
+        """MMA warp -> epilogue: full barriers committed by the MMA warp; every epilogue thread (of both CTAs of a
+        pair) arrives on the empty one."""
+        return pipeline.PipelineUmmaAsync.create(
+            barrier_storage=barriers,
+            num_stages=self.num_acc_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, 32 * len(self.EPILOGUE_WARPS) * (2 if use_2cta else 1)
+            ),
+            cta_layout_vmnk=cluster_layout_vmnk,
+            defer_sync=True,
+        )
 
     def _tail_k_tile(self, tiled_mma, scales, scale_state, stage, sfb_shift, tCrA, products, product):
         """tail_k_tiles: one k-tile of one product of `products` ((accumulator, B fragment) each): its scales into

@@ -15,7 +15,7 @@ reported together as one Hazard.
   alignment        the address of a memory access is a multiple of its size (6.4.1 "Addresses as Operands", 5.4.5:
                    "all PTX instructions that access memory require that the address be aligned to a multiple of the
                    access size"; cp.async.bulk: 16 bytes, 9.7.9.25.4.1; mbarrier objects: 8 bytes, 9.7.13.15.1; a
-                   tensor copy's shared destination: 128 bytes, emu.tma).
+                   tensor copy's shared-memory destination or source: 128 bytes, emu.tma.SMEM_ALIGN).
                    Statically a violation shows where the PTX pins the address down modulo the access size: each
                    register's value is tracked as residue modulo a power of two that all its definitions agree on
                    (moves of symbols and immediates, add/sub/shl/mul/mad/and/cvt/cvta of known values; anything
@@ -24,6 +24,7 @@ reported together as one Hazard.
 """
 from __future__ import annotations
 
+from . import tma
 from .ptx import Addr, Imm, Reg, Sink, Sym
 from .state import Hazard
 
@@ -218,10 +219,11 @@ def _required(ins) -> list:
                                                                              "cp.async.bulk.commit",
                                                                              "cp.async.bulk.wait")):
         return [(op, 16, "a bulk copy (16-byte aligned, PTX ISA 9.7.9.25.4.1)") for op in ops[:2] if isinstance(op, Addr)]
-    if ins.opcode.startswith("cp.async.bulk.tensor") and ops and isinstance(ops[0], Addr) \
-            and ins.parts[5].startswith("shared"):
-        return [(ops[0], 128, "a tensor copy's shared-memory destination (128-byte aligned: emu.tma, measured on an "
-                              "H200: a 16-byte aligned destination faults)")]
+    if ins.opcode.startswith("cp.async.bulk.tensor"):
+        # a load's destination [dst] comes first, a store's source [src] after [tmap, {coords}]
+        smem, role = (ops[0], "destination") if ins.parts[5].startswith("shared") else (ops[1], "source")
+        return [(smem, tma.SMEM_ALIGN, f"a tensor copy's shared-memory {role} ({tma.SMEM_ALIGN_SOURCE})")] \
+            if isinstance(smem, Addr) else []
     if b == "mbarrier":
         addr = next((op for op in ops if isinstance(op, Addr)), None)
         return [(addr, 8, "an mbarrier object (8-byte aligned, PTX ISA 9.7.13.15.1)")] if addr else []

@@ -134,7 +134,8 @@ class Cost:
     global allocation at `source`, delivered to each CTA of `dests`), "store" (shared -> global), "mma"
     (m, n, k of one tcgen05.mma over the CTAs of `dests`, `a_bytes`/`b_bytes` read from each one's shared memory),
     "cp" (tcgen05.cp: nbytes from shared to tensor memory), "commit" (tcgen05.commit), "arrive" (an mbarrier arrival
-    once the earlier operations of its queue are complete, e.g. cp.async.mbarrier.arrive)."""
+    once the earlier operations of its queue are complete, e.g. cp.async.mbarrier.arrive), "remote" (st.async: nbytes
+    into the shared memory of the CTA in `dests`, over distributed shared memory)."""
 
     __slots__ = ("unit", "nbytes", "source", "dests", "m", "n", "k", "a_bytes", "b_bytes", "via")
 

@@ -87,6 +87,8 @@ class BulkTensorLoad:
             if tmap.rank != info["rank"]:
                 raise Hazard(f"{ins.opcode}: the tensor map at {int(tmap_addr[lane]):#x} has rank {tmap.rank}")
             c = [int(x[lane]) for x in coords]
+            # checked at issue, so the hazard names the instruction (emu.tma.SMEM_ALIGN: the rule and its sources)
+            tma.check_smem_alignment(int(dst[lane]), f"{ins.where()} (lane {lane}), its destination")
             dst_cta, dst_off = SharedAddressing.resolve(w.cta, int(dst[lane]), info["cluster_dst"])
             if info["multicast"]:
                 ranks = [r for r in range(16) if (int(cta_mask[lane]) >> r) & 1]
@@ -347,7 +349,8 @@ class StoreAsync:
                 _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
-            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line))
+            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line,
+                                             Cost("remote", nbytes, dests=(cta,))))
 
 
 @family("cp.async.bulk.prefetch")
@@ -771,6 +774,7 @@ class BulkTensorStore:
             if tmap.rank != info["rank"]:
                 raise Hazard(f"{ins.opcode}: the tensor map at {int(tmap_addr[lane]):#x} has rank {tmap.rank}")
             c = [int(x[lane]) for x in coords]
+            tma.check_smem_alignment(int(src[lane]), f"{ins.where()} (lane {lane}), its source")
             cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
             token = _BulkOp()
             pending.setdefault(lane, []).append(token)

@@ -46,8 +46,9 @@ box, traversal stride, out-of-bound access; 5.5.6 "Tensor-map swizzling modes"):
   index (address bits [4:6]) is XORed with address bits [7:9], limited to bit 4 (32B), bits [4:5] (64B) or
   bits [4:6] (128B). Checked byte-for-byte against the H200 for destinations at 1024-aligned and only
   128-aligned addresses.
-- The shared memory destination must be 128-byte aligned (PTX ISA: cp.async.bulk.tensor; measured: a 16-byte
-  aligned destination faults with "misaligned address").
+- The shared-memory address of a tensor copy (a load's destination, a store's source) must be 128-byte aligned,
+  whatever the swizzle mode (SMEM_ALIGN below, with its sources; measured: a 16-byte aligned destination faults with
+  "misaligned address", 128- and 384-aligned SW128 destinations land as modeled).
 """
 from __future__ import annotations
 
@@ -69,6 +70,26 @@ L2_PROMOTION_BYTES = {0: 0, 1: 64, 2: 128, 3: 256}
 KNOWN_CONTROL_BITS = 0x7FFF0  # bits 4..18
 # The NaN constant of OOB fill NaN_REQUEST_ZERO_FMA, per 16-bit half (measured on the H200 for FLOAT32).
 OOB_NAN_HALFWORD = 0x7FF7
+
+# The shared-memory address of a tensor copy, 128-byte aligned for every swizzle mode. CUDA C++ Programming Guide
+# 4.11.2.2 "Using TMA to transfer multi-dimensional arrays" (12.x: 10.29.2), Table 23: "Shared memory address | Must be
+# 128 byte aligned."; its swizzle part: "When using TMA, the shared memory is required to be aligned to 128 bytes", and
+# Table 25 gives 128 bytes as the shared memory alignment of SWIZZLE_128B/64B/32B/NONE alike. The pattern's repeat
+# (1024 bytes for 128B) is a recommendation only ("For simplicity shared memory should be aligned according to the
+# number of bytes after which the swizzle pattern repeats"), with an offset formula for buffers that are not, so 1024 is
+# not required: arseni_ivanov's B200-verified kernel loads SW128 tiles into 128-aligned buffers, and the H200 lands
+# them where swizzle_offsets says (tests/test_emu_tma.py). Hardware fault when broken: NVIDIA/cutlass PR #1870 (a TMA
+# load into a mainloop buffer placed after an epilogue buffer "not 128B aligned": "smem misaligned address").
+SMEM_ALIGN = 128
+SMEM_ALIGN_SOURCE = "CUDA C++ Programming Guide 4.11.2.2, Table 23: \"Shared memory address: Must be 128 byte aligned\""
+
+
+def check_smem_alignment(addr: int, what: str) -> None:
+    """Hazard unless `addr`, the shared-memory address of a tensor copy (`what` names the copy and the operand), is a
+    multiple of SMEM_ALIGN."""
+    if addr % SMEM_ALIGN:
+        raise Hazard(f"{what}: shared-memory address {addr:#x} is not {SMEM_ALIGN}-byte aligned ({addr % SMEM_ALIGN} "
+                     f"bytes past a multiple of {SMEM_ALIGN}; {SMEM_ALIGN_SOURCE})")
 
 
 @dataclass
@@ -165,8 +186,7 @@ def check_load(tmap: TensorMap, coords: list[int], smem_addr: int) -> None:
     requirements), raising Hazard where the kernel would break them."""
     if len(coords) != tmap.rank:
         raise Hazard(f"{len(coords)} coordinates for a rank-{tmap.rank} tensor map")
-    if smem_addr % 128:
-        raise Hazard(f"TMA destination shared address {smem_addr:#x} is not 128-byte aligned")
+    check_smem_alignment(smem_addr, "tensor copy")
     if tmap.address % 16:
         raise Hazard(f"tensor map global address {tmap.address:#x} is not 16-byte aligned")
     if any(s % 16 for s in tmap.strides):

@@ -272,31 +272,17 @@ DONE:
 
 def run_timer_probe() -> np.ndarray:
     """TIMER_PTX on this GPU, one CTA of 32 threads per SM: its (CTAs, TIMER_WORDS) words."""
-    import ctypes
     import struct
 
     import torch
 
-    torch.zeros(1, device="cuda")  # the primary context, current on this thread
-    cuda = ctypes.CDLL("libcuda.so.1")
-    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
-    log = ctypes.create_string_buffer(1 << 14)
-    opts = (ctypes.c_int * 2)(5, 6)  # CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-    vals = (ctypes.c_void_p * 2)(ctypes.cast(log, ctypes.c_void_p), ctypes.c_void_p(1 << 14))
-    rc = cuda.cuModuleLoadDataEx(ctypes.byref(mod), ctypes.c_char_p(TIMER_PTX.encode() + b"\0"), 2, opts, vals)
-    if rc:
-        raise RuntimeError(f"cuModuleLoadDataEx rc {rc}: {log.value.decode(errors='replace')}")
-    if cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"globaltimer_steps"):
-        raise RuntimeError("cuModuleGetFunction failed")
+    from probes.ptx_launch import launch_ptx
+
     ctas = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.full((ctas, TIMER_WORDS), -1, dtype=torch.int64, device="cuda")
-    raw = [struct.pack("<Q", out.data_ptr()), struct.pack("<I", TIMER_SLOTS), struct.pack("<I", TIMER_MAX_READS)]
-    bufs = [ctypes.create_string_buffer(b, len(b)) for b in raw]
-    argv = (ctypes.c_void_p * 3)(*[ctypes.cast(b, ctypes.c_void_p) for b in bufs])
-    rc = cuda.cuLaunchKernel(fn, ctas, 1, 1, 32, 1, 1, 0, None, argv, None)
-    if rc:
-        raise RuntimeError(f"cuLaunchKernel rc {rc}")
-    torch.cuda.synchronize()
+    launch_ptx(TIMER_PTX, "globaltimer_steps", ctas, 32, [struct.pack("<Q", out.data_ptr()),
+                                                          struct.pack("<I", TIMER_SLOTS),
+                                                          struct.pack("<I", TIMER_MAX_READS)])
     return out.cpu().numpy()
 
 

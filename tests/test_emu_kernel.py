@@ -5,6 +5,7 @@ bugs the emulator must report (emu/mutants.py), by the default verdict and over 
 Runs of the kernel take seconds to minutes on 2 CPUs: those are marked slow; each feature keeps a cheap one."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,13 @@ def test_silu_tanh_within_tolerance(name, mode):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
+def test_every_mutant_is_valid_python():
+    """A mutant that does not parse fails to compile: under a strict xfail that would pass for the wrong reason."""
+    text = (REPO / "submission.py").read_text()
+    for m in MUTANTS:
+        ast.parse(m.source(text), filename=f"submission_{m.name}.py")
+
+
 def test_mutants_cover_the_issue_kinds():
     kinds = {m.kind for m in MUTANTS}
     assert len(kinds) >= 8
@@ -146,7 +154,7 @@ def test_mutants_cover_the_issue_kinds():
                  "accumulator stage phase wrong", "wrong C coordinates for the peer CTA of a pair"):
         assert want in kinds
     # issue 14's classes: launch limits, kernel-wide ISA rules, init ordering, large skews, wrapping stages
-    assert {"launch", "lint", "init", "schedule", "wrap"} <= {m.family for m in MUTANTS}
+    assert {"launch", "lint", "init", "schedule", "wrap", "ordering"} <= {m.family for m in MUTANTS}
 
 
 def test_deadlock_report_names_role_line_and_barrier(tmp_path):

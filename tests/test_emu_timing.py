@@ -199,3 +199,17 @@ def test_cli_timing_line_trace_and_json(tmp_path):
     assert trace.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = json.loads(out.read_text())
     assert result["label"] == "timed" and result["per_call_us"] > 0
+
+
+@pytest.mark.slow
+def test_the_exchange_is_timed_and_its_latency_counts():
+    """st.async (the product pair's exchange) carries a "remote" cost: the run is timed, and a slower SM-to-SM network
+    makes it slower."""
+    from emu.timing import costs as cost_table
+    from emu.timing.call import timed_emulate
+
+    res, timed = timed_emulate(128, 256, 512, 1, config_name="m128n128_c1x1_e32_ppc")
+    assert res.status == "match" and timed.stats.get("st_async_bytes", 0) > 0
+    slow = cost_table.load(overrides={"dsmem_latency": 20000})
+    _, timed_slow = timed_emulate(128, 256, 512, 1, config_name="m128n128_c1x1_e32_ppc", costs=slow)
+    assert timed_slow.per_call_us > timed.per_call_us

@@ -831,3 +831,10 @@ def compile_for(m, n, k, l):
         raise ValueError(why)
     return compile_config(cfg)
 '''
+
+
+def test_sol_cli_prints_every_benchmark_shape_and_the_geomean(capsys):
+    assert sol.main() == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 + len(sol.benchmark_shapes(REPO / "task.yml")) + 1
+    assert out[-1].split()[:2] == ["geomean", f"{sol.SOL_GEOMEAN_US:.3f}"]

@@ -57,3 +57,21 @@ def sol_table(task: Path) -> dict:
     """{(m, n, k, l): sol_us} for the benchmarks of task.yml that carry the leaderboard's speed of light."""
     return {(int(b["m"]), int(b["n"]), int(b["k"]), int(b.get("l", 1))): float(b["sol_us"])
             for b in _benchmarks(task) if "sol_us" in b}
+
+
+def main() -> int:
+    """python tools/sol.py: each benchmark shape's speed of light (task.yml's and recomputed) and a
+    public time (gau-nernst v2; the final leaderboard's top score was 13.12, docs/leaderboard.md §7), geomeans."""
+    task = Path(__file__).resolve().parents[1] / "task.yml"
+    table = sol_table(task)
+    print(f"{'shape':>22}  {'sol_us (task.yml)':>17}  {'recomputed':>10}  {'gau-nernst v2 (measured, B200)':>30}")
+    for shape in benchmark_shapes(task):
+        print(f"{str(shape[:3]):>22}  {table.get(shape, float('nan')):17.3f}  {sol_us(*shape):10.3f}  "
+              f"{PUBLIC_BEST_US.get(shape, float('nan')):30.2f}")
+    print(f"{'geomean':>22}  {SOL_GEOMEAN_US:17.3f}  {geomean(sol_us(*s) for s in table):10.3f}  "
+          f"{PUBLIC_BEST_GEOMEAN_US:30.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

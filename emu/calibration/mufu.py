@@ -136,6 +136,8 @@ def card_slug(name: str) -> str:
 def run_gpu(out_path: str) -> None:
     import torch
 
+    from probes.ptx_launch import launch_ptx
+
     if not torch.cuda.is_available():
         raise SystemExit("--gpu needs torch with a visible CUDA GPU")
     if Path(out_path).is_dir():
@@ -143,32 +145,15 @@ def run_gpu(out_path: str) -> None:
     params = sweep_parameters()
     band_x, dense_x = sweep_inputs(params)
     x = np.concatenate([band_x, dense_x])
-    torch.zeros(1, device="cuda")  # the primary context, current on this thread
-    cuda = ctypes.CDLL("libcuda.so.1")
-    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
-    log = ctypes.create_string_buffer(1 << 14)
-    opts = (ctypes.c_int * 2)(5, 6)  # CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-    vals = (ctypes.c_void_p * 2)(ctypes.cast(log, ctypes.c_void_p), ctypes.c_void_p(1 << 14))
-    rc = cuda.cuModuleLoadDataEx(ctypes.byref(mod), ctypes.c_char_p(PROBE_PTX.encode() + b"\0"), 2, opts, vals)
-    if rc:
-        raise RuntimeError(f"cuModuleLoadDataEx rc {rc}: {log.value.decode(errors='replace')}")
-    if cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"mufu_probe"):
-        raise RuntimeError("cuModuleGetFunction failed")
     xd = torch.from_numpy(x.view(np.int32).copy()).cuda()
     od = torch.full((x.size * 6,), -1, dtype=torch.int32, device="cuda")
-    raw = [struct.pack("<Q", xd.data_ptr()), struct.pack("<Q", od.data_ptr()), struct.pack("<I", x.size)]
-    bufs = [ctypes.create_string_buffer(p, len(p)) for p in raw]
-    argv = (ctypes.c_void_p * 3)(*[ctypes.cast(b, ctypes.c_void_p) for b in bufs])
-    grid = (x.size + THREADS - 1) // THREADS
-    rc = cuda.cuLaunchKernel(fn, grid, 1, 1, THREADS, 1, 1, 0, None, argv, None)
-    if rc:
-        raise RuntimeError(f"cuLaunchKernel rc {rc}")
-    torch.cuda.synchronize()
+    launch_ptx(PROBE_PTX, "mufu_probe", (x.size + THREADS - 1) // THREADS, THREADS,
+               [struct.pack("<Q", xd.data_ptr()), struct.pack("<Q", od.data_ptr()), struct.pack("<I", x.size)])
     words = od.cpu().numpy().view(np.uint32).reshape(x.size, 6)
     if (words == 0xFFFFFFFF).all(axis=1).any():
         raise RuntimeError("some threads wrote nothing")
     driver = ctypes.c_int()
-    cuda.cuDriverGetVersion(ctypes.byref(driver))
+    ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(driver))
     cc = torch.cuda.get_device_capability()
     meta = {"card": torch.cuda.get_device_name(), "driver": driver.value, "cc": f"{cc[0]}.{cc[1]}",
             "torch": torch.__version__, "label": "measured"}

@@ -429,6 +429,8 @@ class TimedMachine(Machine):
                 sm.smem.transfer(start, cost.nbytes)
                 sm.tc_ordered = start
             return start + c.tcgen05_cp_latency
+        if cost.unit == "remote":  # st.async: through the cluster's SM-to-SM network into the receiver's shared memory
+            return cost.dests[0].sm.smem.transfer(t, cost.nbytes) + c.dsmem_latency
         if cost.unit in ("commit", "arrive"):  # in order behind its queue's earlier operations (submit())
             return t + c.tcgen05_commit_latency
         if cost.unit == "store":
