@@ -218,7 +218,8 @@ MUTANTS = (
            "            else:\n"
            "                tcgen05_fence_before_thread_sync()\n"
            "                acc_pipeline.consumer_release(acc_consumer_state)\n"
-           "                cute.arch.fence_view_async_tmem_load()\n", C2_128_EP, (256, 512, 256, 1), sm_count=2),
+           "                cute.arch.fence_view_async_tmem_load()\n", C2_128_EP, (256, 512, 256, 1), sm_count=2,
+           caught_by=("note:tcgen05-ld-released-before-wait",), family="ordering"),
     # ---- ordering: the tcgen05 order the ISA gives only through a wait or a fence (emu.ordering). These kernels are
     # correct in the emulator's FIFO; the broken order shows as a Note under the rule (hardware-verified kernels have
     # relied on each, so none is a Hazard).
