@@ -268,7 +268,8 @@ def catch_table(schedules: int = 10, names=None, progress=print) -> list:
             first = next((i for i, hit in enumerate(hits[:len(DEFAULT_SCHEDULES)]) if hit), None)
             row = {"name": m.name, "family": m.family, "kind": m.kind, "config": m.config, "shape": m.shape,
                    "caught": sum(hits), "schedules": len(statuses),
-                   "default_verdict": None if first is None else f"{default[first]} at {res.schedules[first]}",
+                   "default_verdict": None if first is None else f"{default[first]} " + (
+                       f"at {res.schedules[first]}" if res.runs else "before any schedule"),
                    "statuses": statuses, "schedule_names": res.schedules, "message": res.message[:300],
                    "seconds": round(time.time() - t0, 1)}
             rows.append(row)
