@@ -83,23 +83,20 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
     assert out[-1].startswith(f"summary: {9 + 2 * len(handed)} passed, 0 failed")
 
 
-# What `test_correctness.py --configs all` runs for each config (test_correctness.run_emulator_checks: both generators,
-# the default verdict, two clusters' worth of tiles so the CTAs wrap their rings), one test per config so that
-# pytest-xdist spreads them over the CPUs (CI, .ci/run).
+# What `test_correctness.py --configs all` runs for each config (test_correctness.run_emulator_checks: two clusters'
+# worth of tiles, so the CTAs wrap their rings and accumulator stages), one test per config so that pytest-xdist
+# spreads them over the CPUs (CI, .ci/run). The strict generator gets the default verdict (six schedules); the
+# leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
+# not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
 @pytest.mark.slow
 @pytest.mark.parametrize("config", submission.TUNE_SPACE, ids=lambda c: c.name)
 def test_correctness_emulated_checks_pass_for_every_config(config, capsys):
-    passed, failed = test_correctness.run_emulator_checks([config])
+    strict = test_correctness.run_emulator_checks([config], modes=("strict",))
+    leaderboard = test_correctness.run_emulator_checks([config], modes=("leaderboard",), schedules=1)
     out = capsys.readouterr().out
-    assert (passed, failed) == (2, 0), out
+    assert (strict, leaderboard) == ((1, 0), (1, 0)), out
     assert re.findall(EMULATED_LINE, out, re.M) == [config.name, config.name], out
-
-
-def test_correctness_fails_clearly_without_preflight(tmp_path):
-    proc = run_script(["test_correctness.py"], cwd=copy_harness(tmp_path))
-    assert proc.returncode == 1
-    assert "FAIL  preflight" in proc.stdout and "tools/preflight.py not found" in proc.stdout
-    assert "PASS  reference dequant vs float64" in proc.stdout  # the other checks still run
+    assert "6/6 schedules" in out and "1/1 schedules" in out, out
 
 
 @pytest.mark.slow  # the quick set keeps the harness's other failure modes (no preflight, a wrong reference)
