@@ -258,12 +258,13 @@ def _placeholder_libcuda() -> Path:
     lib = d / "libcuda.so.1"
     if not lib.exists():
         d.mkdir(parents=True, exist_ok=True)
-        src = d / "libcuda.c"
+        src = d / f"libcuda.{os.getpid()}.c"  # per process: a concurrent writer must not truncate it under cc
         src.write_text("int cuKernelGetAttribute(void) { return 100; }\nint cuLibraryUnload(void) { return 100; }\n")
         tmp = d / f"libcuda.{os.getpid()}.so"
         subprocess.run([_compiler(), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(tmp), str(src)],
                        check=True, capture_output=True)
         os.replace(tmp, lib)
+        src.unlink()
     return d
 
 

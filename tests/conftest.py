@@ -25,6 +25,10 @@ Adding a test (no edit here; the group is the module the test lives in):
   case per feature unmarked, so the quick set still runs the feature once;
 - everything else stays unmarked and runs in the quick set. Check the quick set's time with
   `pytest -q --durations=20` before adding to it: its budget is about 3 minutes on 2 CPUs.
+- .ci/run runs the slow tests with pytest-xdist, one worker process per CPU (`pytest -q -m slow -n 2`): a test must
+  not rely on another having run in its process (session fixtures run once per worker), files shared between
+  processes (compile caches) appear whole, by rename; and one test per config (parametrize) rather than one test
+  looping over every config, so the workers share the work.
 """
 import os
 import shlex
@@ -74,7 +78,16 @@ def pytest_collection_modifyitems(config, items):
         left_out = set(slow)
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item not in left_out]
-    config.stash[LEFT_OUT] = slow
+    config.stash[LEFT_OUT] = [(item.nodeid, getattr(item, "originalname", item.name)) for item in slow]
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: its controller prints the summary
+        config.workeroutput["left_out"] = config.stash[LEFT_OUT]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller collects nothing itself: it takes the list from a worker (each collects the same)."""
+    if "left_out" in getattr(node, "workeroutput", {}):
+        node.config.stash[LEFT_OUT] = node.workeroutput["left_out"]
 
 
 def _python(invocation_dir: Path) -> str:
@@ -90,8 +103,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not slow:
         return
     groups = defaultdict(Counter)
-    for item in slow:
-        groups[item.nodeid.split("::", 1)[0]][getattr(item, "originalname", item.name)] += 1
+    for nodeid, function in slow:
+        groups[nodeid.split("::", 1)[0]][function] += 1
     tr = terminalreporter
     tr.write_sep("=", f"quick set: {len(slow)} slow test{'s' * (len(slow) > 1)} in {len(groups)} "
                       f"group{'s' * (len(groups) > 1)} left out")

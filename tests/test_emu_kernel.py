@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-from emu.machine import POLICIES  # noqa: E402
+from emu.machine import POLICIES, Schedule  # noqa: E402
 from emu.mutants import MUTANTS  # noqa: E402
 from emu.run import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
 
@@ -67,22 +67,27 @@ def test_leaderboard_generator_on_table_configs(name):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
-# All slow: six schedules of 512 MMAs each (about 100 s for one case on the loaded 2-CPU machine). The quick set's
-# default-verdict runs walk several tiles too: small shapes run on a reduced SM count (emu.run.default_sm_count).
+# All slow: 512 MMAs per schedule. Two schedules each, the uniform one and one skew, the skews taking turns over the
+# cases (all five of DEFAULT_SCHEDULES appear): the six-schedule verdict on rings that wrap across tiles is run for
+# every config by test_correctness.py --configs all (tests/test_scripts.py, two clusters' worth of tiles per CTA
+# group); these cases add the long walk (8 tiles of 4 k-tiles per CTA) and the MMA and collector counts over it.
+SKEWS = [s.policy for s in DEFAULT_SCHEDULES[1:]]
+SEVERAL_TILES = [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4), ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
+                 ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11), ("m256n64_c2x1_e32_ac", 12),
+                 ("m256n128_c2x1_e32_ac", 13), ("m256n64_c2x1_e16_ac_ep", 14), ("m256n128_c2x1_e16_ep", 15),
+                 ("m256n64_c2x1_e16_ac_ep_ld16", 16), ("m256n128_c2x1_e16_ep_ld16", 17), ("m256n64_c2x1_e32_ac_pf2", 18),
+                 ("m256n128_c2x1_e16_th_ep_pf2", 19), ("m256n64_c2x1_e32_ac_rg", 20)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name,seed", [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4),
-                                       ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
-                                       ("m128n64_c1x1_e32_ac", 10), ("m128n128_c1x1_e32_ac", 11),
-                                       ("m256n64_c2x1_e32_ac", 12), ("m256n128_c2x1_e32_ac", 13),
-                                       ("m256n64_c2x1_e16_ac_ep", 14), ("m256n128_c2x1_e16_ep", 15),
-                                       ("m256n64_c2x1_e16_ac_ep_ld16", 16), ("m256n128_c2x1_e16_ep_ld16", 17),
-                                       ("m256n64_c2x1_e32_ac_pf2", 18), ("m256n128_c2x1_e16_th_ep_pf2", 19),
-                                       ("m256n64_c2x1_e32_ac_rg", 20)])
-def test_ctas_run_several_tiles(name, seed):
+@pytest.mark.parametrize("name,seed,skew", [(name, seed, SKEWS[i % len(SKEWS)])
+                                            for i, (name, seed) in enumerate(SEVERAL_TILES)])
+def test_ctas_run_several_tiles(name, seed, skew):
     """sm_count=2: each CTA (pair) walks several tiles of 4 k-tiles, so the smem ring and the accumulator
     stages wrap across tiles (and the pipelined epilogue's early release meets the next tile's MMAs)."""
     cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
-    res = emulate(256, 512, 1024, 1, config_name=name, mode="strict", sched_seed=seed, sm_count=2)
+    res = emulate(256, 512, 1024, 1, config_name=name, mode="strict", sm_count=2,
+                  schedules=[Schedule("uniform", seed), Schedule(skew, seed + 1)])
     assert res.status == "match", res.summary() + "\n" + res.message
     grid = res.launch["grid"]
     assert grid[0] * grid[1] * grid[2] <= 2

@@ -88,6 +88,15 @@ def test_only_what_k_selected_is_reported(suite):
     assert "quick set: 1 slow test in 1 group left out" in out and "test_heavy" not in out.split("left out")[1]
 
 
+def test_quick_run_under_xdist_reports_the_slow_groups_too(suite):
+    """With pytest-xdist (-n 2) the workers collect and deselect, and the controller prints their list."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (pip install -e '.[test]' installs it)")
+    out, counts = pytest_in(suite, "-n", "2")
+    assert counts["passed"] == 2, out
+    assert "quick set: 4 slow tests in 2 groups left out" in out
+    assert "tests/test_a.py (3): test_heavy 2, test_mixed" in out and "tests/test_b.py (1): test_calibration" in out
+
+
 @pytest.mark.slow  # collecting the whole suite takes ~8 s; CI (the full suite) is where a change to the markers lands
 def test_the_real_quick_set_touches_every_layer():
     """The issue's contract for `pytest -q`: reference, harness, preflight of one config, the emulator on a 1-CTA,

@@ -19,6 +19,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import reference  # noqa: E402
+import submission  # noqa: E402
 import test_benchmark  # noqa: E402
 import test_correctness  # noqa: E402
 from utils import load_task  # noqa: E402
@@ -46,33 +47,56 @@ def copy_harness(tmp_path, preflight_source=None):
 # --------------------------------------------------------------------------------------------------
 # test_correctness.py, no GPU
 # --------------------------------------------------------------------------------------------------
+EMULATED_LINE = r"^PASS  emulated MATCH(?: with \d+ notes?)?: (\S+)"  # "MATCH" or "MATCH with N notes" (emu.state.Note)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (REPO / "tools" / "preflight.py").exists(),
                     reason="tools/preflight.py is absent (the tools worker's sm_100a cross-compile check)")
 def test_correctness_no_gpu_path_passes():
-    proc = run_script(["test_correctness.py", "--configs", "all"])
+    """The README's correctness command, end to end, where no GPU is: preflight, the reference's self-check and the
+    emulator on the configs the shapes use (--configs all emulates the same way per config: the tests below)."""
+    proc = run_script(["test_correctness.py"])
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    first, second = proc.stdout.splitlines()[:2]
-    assert first.startswith("the kernel cannot run here: no CUDA GPU is visible"), first
-    assert second.startswith("--configs all: every TUNE_SPACE config runs in the SM100 emulator"), second
+    assert proc.stdout.splitlines()[0].startswith("the kernel cannot run here: no CUDA GPU is visible"), proc.stdout
     assert "PASS  preflight" in out
     assert out.count("PASS  reference dequant vs float64") == 8
-    import submission
-
-    # "MATCH" or "MATCH with N notes" (emu.state.Note), then the config's name
-    emulated = [m.group(1) for m in re.finditer(r"^PASS  emulated MATCH(?: with \d+ notes?)?: (\S+)", proc.stdout, re.M)]
-    assert len(emulated) == 2 * len(submission.TUNE_SPACE)
-    assert set(emulated) == {c.name for c in submission.TUNE_SPACE}
+    used = test_correctness.configs_used_by(load_task(REPO / "task.yml"))
+    emulated = re.findall(EMULATED_LINE, proc.stdout, re.M)
+    assert sorted(emulated) == sorted(2 * [c.name for c in used])
     assert "FAIL" not in out
     assert proc.stdout.rstrip().splitlines()[-1].startswith(f"summary: {9 + len(emulated)} passed, 0 failed")
 
 
-def test_correctness_fails_clearly_without_preflight(tmp_path):
-    proc = run_script(["test_correctness.py"], cwd=copy_harness(tmp_path))
-    assert proc.returncode == 1
-    assert "FAIL  preflight" in proc.stdout and "tools/preflight.py not found" in proc.stdout
-    assert "PASS  reference dequant vs float64" in proc.stdout  # the other checks still run
+def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, capsys):
+    """--configs all hands every TUNE_SPACE config to the emulated checks (which run per config: the test below)."""
+    handed = []
+    monkeypatch.setattr(test_correctness, "sm100_status", lambda: (False, "no CUDA GPU is visible (stand-in)"))
+    monkeypatch.setattr(test_correctness, "run_preflight", lambda: (True, "stand-in"))
+    monkeypatch.setattr(test_correctness, "reference_self_check", lambda: (8, 0))
+    monkeypatch.setattr(test_correctness, "run_emulator_checks", lambda configs: handed.extend(configs) or (2 * len(configs), 0))
+    assert test_correctness.main(["--configs", "all"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert handed == list(submission.TUNE_SPACE)
+    assert out[1].startswith("--configs all: every TUNE_SPACE config runs in the SM100 emulator"), out
+    assert out[-1].startswith(f"summary: {9 + 2 * len(handed)} passed, 0 failed")
+
+
+# What `test_correctness.py --configs all` runs for each config (test_correctness.run_emulator_checks: two clusters'
+# worth of tiles, so the CTAs wrap their rings and accumulator stages), one test per config so that pytest-xdist
+# spreads them over the CPUs (CI, .ci/run). The strict generator gets the default verdict (six schedules); the
+# leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
+# not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
+@pytest.mark.slow
+@pytest.mark.parametrize("config", submission.TUNE_SPACE, ids=lambda c: c.name)
+def test_correctness_emulated_checks_pass_for_every_config(config, capsys):
+    strict = test_correctness.run_emulator_checks([config], modes=("strict",))
+    leaderboard = test_correctness.run_emulator_checks([config], modes=("leaderboard",), schedules=1)
+    out = capsys.readouterr().out
+    assert (strict, leaderboard) == ((1, 0), (1, 0)), out
+    assert re.findall(EMULATED_LINE, out, re.M) == [config.name, config.name], out
+    assert "6/6 schedules" in out and "1/1 schedules" in out, out
 
 
 @pytest.mark.slow  # the quick set keeps the harness's other failure modes (no preflight, a wrong reference)
@@ -224,6 +248,7 @@ def test_pyproject():
     names = {d.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip() for d in deps}
     assert {"torch", "nvidia-cutlass-dsl", "pyyaml", "apache-tvm-ffi"} <= names
     assert any(d.startswith("pytest") for d in project["project"]["optional-dependencies"]["test"])
+    assert "pytest-xdist" in project["project"]["optional-dependencies"]["test"]  # .ci/run's slow set: one worker per CPU
     dsl = next(d for d in deps if d.startswith("nvidia-cutlass-dsl"))
     specifiers = pytest.importorskip("packaging.specifiers")
     spec = specifiers.SpecifierSet(dsl[len("nvidia-cutlass-dsl"):])
@@ -242,6 +267,7 @@ def test_shell_scripts_parse_and_ci_runs_the_readme_command():
         assert subprocess.run(["bash", "-n", str(REPO / script)]).returncode == 0, script
     ci = (REPO / ".ci" / "run").read_text()
     assert "set -euo pipefail" in ci and README_TESTS in ci and "tools/preflight.py" in ci
+    assert '-m pytest -q -m slow -n "${workers}"' in ci  # the slow set spread over the CPUs: CI's 30-minute budget
     setup = (REPO / "tools" / "setup.sh").read_text()
     assert "--system-site-packages" in setup and "torch==2.13.0" in setup and "nvidia-cutlass-dsl==4.3.5" in setup
 

@@ -175,7 +175,9 @@ def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
     info = {"cmd": " ".join([str(nvcc)] + cmd_tail + ["kernel.cu"]), "dir": str(d), "cached": ptx.exists()}
     if not ptx.exists():
         d.mkdir(parents=True, exist_ok=True)
-        (d / "kernel.cu").write_text(cu_text)
+        # written whole, then renamed: a concurrent process (pytest-xdist) may be compiling the same file
+        (d / f"kernel.{os.getpid()}.cu").write_text(cu_text)
+        os.replace(d / f"kernel.{os.getpid()}.cu", d / "kernel.cu")
         tmp = d / f"kernel.{os.getpid()}.ptx"
         p = subprocess.run([str(nvcc)] + cmd_tail + ["-o", str(tmp), str(d / "kernel.cu")], capture_output=True, text=True)
         if p.returncode:

@@ -101,8 +101,9 @@ def example_from_mirror(mirror: Path = DEFAULT_MIRROR, rev: str = "HEAD", dest: 
     dest = Path(dest) if dest else Path(tempfile.gettempdir()) / "emu_calibrate_example" / commit[:12]
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / "dense_blockscaled_gemm_persistent.py"
-    if not path.exists() or path.read_bytes() != text:
-        path.write_bytes(text)
+    if not path.exists() or path.read_bytes() != text:  # written whole, then renamed: a concurrent process
+        (dest / f"{path.name}.{os.getpid()}").write_bytes(text)  # (pytest-xdist) may be hashing or compiling it
+        os.replace(dest / f"{path.name}.{os.getpid()}", path)
     (dest / "SOURCE").write_text(f"NVIDIA/cutlass {commit} {EXAMPLE_IN_REPO}\n")
     return path
 
