@@ -1629,11 +1629,16 @@ def ex2_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
     """2^a by one ex2.approx.ftz.f32, as an opaque instruction: what the DSL's cute.arch.exp2 emits (deprecated
     since 4.3). Its named replacement, cute.math.exp2(fastmath=True), lets the compiler reorder the epilogue
     around it (different PTX under both DSL versions), so the kernel keeps the instruction itself."""
+    return _mufu_f32("ex2.approx.ftz.f32", a, loc, ip)
+
+
+def _mufu_f32(instruction: str, a, loc=None, ip=None) -> cutlass.Float32:
+    """One MUFU instruction on an f32, as opaque inline PTX with side effects (the compiler keeps it in place)."""
     return cutlass.Float32(
         llvm.inline_asm(
             T.f32(),
             [cutlass.Float32(a).ir_value(loc=loc, ip=ip)],
-            "ex2.approx.ftz.f32 $0, $1;",
+            f"{instruction} $0, $1;",
             "=f,f",
             has_side_effects=True,
             is_align_stack=False,
@@ -1824,17 +1829,7 @@ def ld_shared_v4_f32(address, *, loc=None, ip=None):
 @dsl_user_op
 def tanh_approx(a, *, loc=None, ip=None) -> cutlass.Float32:
     """tanh(a) by one tanh.approx.f32 (one MUFU op), opaque to the compiler like ex2_approx."""
-    return cutlass.Float32(
-        llvm.inline_asm(
-            T.f32(),
-            [cutlass.Float32(a).ir_value(loc=loc, ip=ip)],
-            "tanh.approx.f32 $0, $1;",
-            "=f,f",
-            has_side_effects=True,
-            is_align_stack=False,
-            asm_dialect=llvm.AsmDialect.AD_ATT,
-        )
-    )
+    return _mufu_f32("tanh.approx.f32", a, loc, ip)
 
 
 # setmaxnreg targets (KernelConfig.setmaxnreg): per-thread registers of the MMA + TMA warps and of the epilogue warps.
