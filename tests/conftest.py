@@ -42,6 +42,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
+# A pytest-xdist worker (.ci/run starts one per CPU) computes with one thread, it and the processes its tests start.
+# torch's default (a thread per CPU) gains the emulator nothing: measured on 2 CPUs, one several-tiles case took
+# 11.7 s wall either way, burning 17.5 s of CPU with 2 threads and 11.7 s with 1, and two workers spinning two threads
+# each ran no faster than one process. Set before anything imports torch (its OpenMP runtime reads it at load).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 LEFT_OUT = pytest.StashKey[list]()
 
