@@ -88,8 +88,9 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
 # spreads them over the CPUs (CI, .ci/run). The strict generator gets the default verdict (six schedules); the
 # leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
 # not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
-# The CONFIG_TABLE configs and the two exchange protocols: every TUNE_SPACE config already gets the six-schedule verdict on a wrapping shape in
-# tests/test_emu_kernel.py (the gate), and the quick test above checks that --configs all hands over every config.
+# The CONFIG_TABLE configs and the two exchange protocols: every TUNE_SPACE config already gets the six-schedule
+# verdict on a wrapping shape in tests/test_emu_kernel.py (the gate), and the quick test above checks that
+# --configs all hands over every config.
 PROTOCOLS = ("m256n64_c2x1_e32_ac", "m256n128_c2x1_e32", "m256n128_c2x1_e16_sk2", "m128n128_c1x1_e32_ppc")
 
 
