@@ -200,7 +200,7 @@ def data_shape(data) -> tuple[int, int, int, int]:
 
 
 @contextlib.contextmanager
-def _ieee_fp32_matmul():
+def ieee_fp32_matmul():
     """Full-precision fp32 matmuls (no TF32 / reduced precision) inside the block."""
     prev_precision = torch.get_float32_matmul_precision()
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -241,7 +241,7 @@ def ref_kernel_dequant(data: input_t, chunk_bytes: int = 64 << 20) -> output_t:
     device = data[9].device
     out = torch.empty((l, m, n), dtype=torch.float16, device=device)
     rows = max(128, chunk_bytes // (4 * k))
-    with torch.no_grad(), _ieee_fp32_matmul():
+    with torch.no_grad(), ieee_fp32_matmul():
         for b in range(l):
             b1_t = dequantize(b1[:, :, b], sfb1[:, :, b]).t()
             b2_t = dequantize(b2[:, :, b], sfb2[:, :, b]).t()

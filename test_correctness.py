@@ -290,7 +290,7 @@ def emulator_small_shape(config) -> tuple:
 def emulator_host_path() -> str:
     """The launcher custom_kernel takes on this machine, which the emulated checks capture: its TVM-FFI entry where
     apache-tvm-ffi imports, else the pointer fallback (the Modal B200 image had no apache-tvm-ffi, docs/leaderboard.md
-    §5; the emulator captures that path under nvidia-cutlass-dsl 4.8.1, not under 4.3.5: emu/launch.py)."""
+    §5; the emulator captures that path under nvidia-cutlass-dsl 4.8.1, not under 4.3.5: harness/capture.py)."""
     import submission
 
     return "tvm_ffi" if submission.USE_TVM_FFI else "pointer"
@@ -299,9 +299,9 @@ def emulator_host_path() -> str:
 def run_emulator_checks(configs, modes=reference.MODES, schedules=None) -> tuple[int, int]:
     """The compiled kernel of each config in the SM100 emulator (emu/), on a small shape, every generator, through
     the launcher custom_kernel uses here (emulator_host_path), under the emulator's default verdict (several
-    schedules; emu.run.DEFAULT_SCHEDULES) unless `schedules` says otherwise. A capture the emulator cannot make on
+    schedules; harness.verdict.DEFAULT_SCHEDULES) unless `schedules` says otherwise. A capture the emulator cannot make on
     this machine is a SKIP line with the reason, not a failure."""
-    from emu.run import emulate
+    from harness.verdict import emulate
 
     host_path = emulator_host_path()
     if host_path == "pointer":
@@ -373,7 +373,7 @@ def main(argv=None) -> int:
     passed += p
     failed += f
     try:
-        import emu.run  # noqa: F401
+        import harness.verdict  # noqa: F401
         import submission
     except ImportError as e:
         print(f"FAIL  emulator: cannot import it ({e}); run from the repository root after tools/setup.sh")

@@ -1,8 +1,18 @@
-"""A functional SM100 (B200) emulator for the PTX of this package's kernel.
+"""A functional SM100 (B200) emulator: runs a PTX module's kernel, as compiled for sm_100a, on the CPU.
+
+It knows PTX, the ISA and the B200, and nothing of any problem: it never imports the harness, the calibration, the
+package's reference or its kernels. The public entry point:
+
+    from emu import CapturedLaunch, GlobalMemory, run_kernel
+    run = run_kernel(launch, gmem, schedule=Schedule("uniform", 0))
 
 Modules, one concern each:
   ptx        the parser: PTX text -> Kernel with decoded instructions
   state      machine state: global memory, CTAs (shared and tensor memory), clusters, errors
+  device     the B200's counts, capacities and launch limits (every B200 fact, cited)
+  launch     the launch record (CapturedLaunch): grid, block, cluster, shared memory, parameter bytes
+  cubin      a cubin's sections and the resources a kernel of it asks for
+  execute    run_kernel: the public entry point
   simt       warps: lanes, divergence, typed registers
   isa        the opcode table (decode once, execute per warp)
   ops_alu, ops_control, ops_memory, ops_async   one small function per opcode family
@@ -14,7 +24,12 @@ Modules, one concern each:
   precedents the hardware-verified kernels that verdict notes name (a model violation they survive)
   lint       the kernel-wide static pass over the PTX (cta_group, mbarrier state spaces, alloc pairing, alignment)
   machine    clusters, the seeded scheduler and its policies, the asynchronous engine, deadlock reports
-  launch     capture of the real host-side launch (grid, cluster, smem, parameter bytes); the B200's launch limits
-  run        inputs -> emulated kernel -> C, compared with reference.py
+  timing/    the timed emulator: the same run on a clock (engine, resources, cost table b200.yaml, the timed call)
 """
 from . import ops_alu, ops_async, ops_control, ops_memory  # noqa: F401  (fill the opcode table)
+from .execute import Execution, run_kernel
+from .launch import CapturedLaunch
+from .machine import Schedule
+from .state import GlobalMemory
+
+__all__ = ["CapturedLaunch", "Execution", "GlobalMemory", "Schedule", "run_kernel"]

@@ -161,6 +161,8 @@ class Machine:
             knobs.update(max_quantum=max_quantum, completion_prob=completion_prob)
         self.knobs = knobs
         self.rng = np.random.default_rng(self.schedule.seed)
+        self.mufu_rng = None  # tanh.approx error draws, made on first use (ops_alu)
+        self.tensor_maps = {}  # generic address -> decoded CUtensorMap (tensor_map)
         self.max_quantum = knobs["max_quantum"]
         self.completion_prob = knobs["completion_prob"]
         self.progress = progress
@@ -321,7 +323,7 @@ class Machine:
 
     def tensor_map(self, addr: int):
         """The CUtensorMap at a generic address (a kernel parameter), decoded once."""
-        cache = self.__dict__.setdefault("_tmaps", {})
+        cache = self.tensor_maps
         tm = cache.get(addr)
         if tm is None:
             from . import tma

@@ -9,7 +9,7 @@ becomes 24-41% of C's elements out of the leaderboard's tolerance (issue 17). Th
 The model, in two states:
 - No measurement (no fixture): the exact value rounded once to f32, the canonical NaN, .ftz as asked. This is
   what a correct kernel must survive anyway; it says nothing about how far the hardware deviates.
-- With a measurement (tests/data/mufu_<card>.npz, written on a lent GPU by `python -m emu.calibration.mufu --gpu`;
+- With a measurement (tests/data/mufu_<card>.npz, written on a lent GPU by `python -m calibration.mufu --gpu`;
   $EMU_MUFU_FIXTURE names another file, or "none" for no fixture): an input that the sweep measured gets the
   measured output word, bit for bit; any other input gets the exact-rounded value, and under a non-default
   schedule (a Machine seed other than 0) tanh.approx gets an error drawn uniformly within the largest error the

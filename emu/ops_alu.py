@@ -439,9 +439,9 @@ def _mufu_rng(ex):
     seed = getattr(ex, "seed", 0)
     if not seed:
         return None
-    rng = ex.__dict__.get("_mufu_rng")
+    rng = ex.mufu_rng
     if rng is None:
-        rng = ex._mufu_rng = np.random.default_rng([seed, 0x6D756675])
+        rng = ex.mufu_rng = np.random.default_rng([seed, 0x6D756675])
     return rng
 
 

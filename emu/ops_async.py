@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import ordering, precedents, tcgen05, tma
+from .device import tensor_memory_oversubscribed
 from .isa import BLOCK, family, unsupported
-from .launch import tensor_memory_oversubscribed
 from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
-from .ops_memory import lane_addresses
 from .ptx import Vec
-from .simt import to_bits, type_bits
+from .simt import lane_addresses, to_bits, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
 
@@ -476,11 +475,9 @@ def _pair_rendezvous(w, ins, mask, kind: str, payload: tuple):
     """tcgen05.alloc/dealloc .cta_group::2: one warp of each CTA of the pair issues it (PTX ISA 9.7.16.7.1).
     The first warp blocks; the second gets the first's payload back and releases it. None: blocked."""
     group = _group(w.cta, 2)
-    attr = f"{kind}_rendezvous"
-    rv = getattr(group[0], attr, None)
+    rv = group[0].rendezvous.get(kind)
     if rv is None:
-        rv = _Rendezvous(kind)
-        setattr(group[0], attr, rv)
+        rv = group[0].rendezvous[kind] = _Rendezvous(kind)
     others = [x for x in rv.waiting if x[0].cta is not w.cta]
     if not others:
         rv.waiting.append((w, mask.copy(), payload))
@@ -818,7 +815,7 @@ class _StoreSource:
         self.snapshot = None  # the bytes read early, before a reuse
         self.read = False
         self.restore_pending = False
-        cta.__dict__.setdefault("store_sources", []).append(self)
+        cta.store_sources.append(self)
         unfenced = ordering.unfenced_writers(cta, off, self.hi)
         if unfenced:
             ex.note("bulk-store-without-proxy-fence", ins.site(), precedents.ARSENI_C_STORE,
@@ -886,13 +883,13 @@ class _StoreSource:
 
 
 def _joined(w) -> set:
-    return w.__dict__.get("barriers_joined", set())
+    return w.barriers_joined
 
 
 def on_shared_write(ex, w, cta, off: int, nbytes: int):
     """Called by generic stores to shared memory before they write: the TMA-store sources they touch (_StoreSource).
     (The unfenced-write log the proxy-fence rules read is emu.ordering's: generic_write, proxy_fence.)"""
-    sources = cta.__dict__.get("store_sources")
+    sources = cta.store_sources
     if sources:
         sources[:] = [x for x in sources if not (x.read and not x.restore_pending and x.epoch_over())]
         for x in sources:

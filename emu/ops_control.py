@@ -163,7 +163,7 @@ class NamedBarrierSync:
         elif bar.expected != count:
             raise Hazard(f"{ins.opcode} {ident}: thread count {count} differs from {bar.expected} of the other arrivals")
         bar.arrived += WARP
-        w.__dict__.setdefault("barriers_joined", set()).add(ident)
+        w.barriers_joined.add(ident)
         if bar.arrived > bar.expected:
             raise Hazard(f"{bar.describe()}: more threads arrived than expected")
         merge(bar.knowledge, released(w, ex.clock))
@@ -362,10 +362,10 @@ class SetMaxNReg:
         if (live & ~mask).any():
             raise Hazard(f"{ins.opcode} is .sync.aligned: lanes {np.flatnonzero(live & ~mask).tolist()} do not execute it")
         group = warpgroup_of(w)
-        mine = w.__dict__.setdefault("setmaxnreg_log", [])
+        mine = w.setmaxnreg_log
         n = len(mine)
         for other in group:
-            theirs = other.__dict__.get("setmaxnreg_log", [])
+            theirs = other.setmaxnreg_log
             if len(theirs) > n and theirs[n] is not ins:
                 raise Hazard(f"{ins.opcode}: warp {w.warp_id} executes {ins.where()} as its setmaxnreg #{n + 1}; warp "
                              f"{other.warp_id} of its warpgroup executed {theirs[n].where()} (the same instruction "
@@ -386,7 +386,7 @@ def warpgroup_of(w) -> list:
 def _check_warpgroups_at_exit(cta) -> None:
     """At CTA exit every warp of a warpgroup has executed the same number of setmaxnreg (SetMaxNReg)."""
     for w in cta.warps[::4]:
-        counts = {x.warp_id: len(x.__dict__.get("setmaxnreg_log", [])) for x in warpgroup_of(w)}
+        counts = {x.warp_id: len(x.setmaxnreg_log) for x in warpgroup_of(w)}
         if len(set(counts.values())) > 1:
             raise Hazard(f"CTA {cta.ctaid}: warps of one warpgroup executed different numbers of setmaxnreg {counts} "
                          "(the same setmaxnreg must be executed by all warps in a warpgroup)")

@@ -6,23 +6,13 @@ import numpy as np
 from .isa import BLOCK, Control, family, unsupported
 from .machine import role_of
 from .mbarrier import INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal
+from .ops_async import on_shared_write
 from .ordering import generic_write
-from .ptx import Addr, Sink, Sym, Vec
-from .simt import WARP, from_bits, to_bits, type_bits
+from .ptx import Sink, Vec
+from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
 
 SLEEP = Control("sleep")
-
-
-def lane_addresses(ex, w, op: Addr, width: int = 64) -> np.ndarray:
-    """Per-lane byte addresses of an address operand [base+offset] (PTX ISA 6.4.1 "Addresses as operands")."""
-    if op.base is None:
-        base = np.zeros(WARP, np.uint64)
-    elif isinstance(op.base, Sym):
-        base = np.full(WARP, ex.symbol_address(w, op.base.name), np.uint64)
-    else:
-        base = to_bits(w.read(op.base, f"b{width}"), f"b{width}")
-    return (base + np.uint64(op.offset & 0xFFFFFFFFFFFFFFFF)) & np.uint64((1 << width) - 1 if width < 64 else 0xFFFFFFFFFFFFFFFF)
 
 
 def _space(parts) -> str:
@@ -51,8 +41,6 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
         ex.store_log.append((int(addr), data.size))
         return
     if space.startswith("shared"):
-        from .ops_async import on_shared_write  # (ops_async imports this module)
-
         cta, off = _shared(ex, w, addr, space)
         on_shared_write(ex, w, cta, off, data.size)
         store_shared(cta, off, data, "store")
@@ -216,7 +204,7 @@ def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
                                                        f"{off:#x} of CTA rank {cta.rank} before any thread initialised "
                                                        "it (no barrier orders the init before this use)")
             w.blocked_on = AwaitInit(cta, off)
-            cta.__dict__.setdefault("awaiting_init", {}).setdefault(off, []).append(w)
+            cta.awaiting_init.setdefault(off, []).append(w)
             return True
     return False
 
@@ -268,7 +256,7 @@ class MbarrierOps:
                            lambda rule, precedent, detail: ex.note(rule, f"{ins.where()} ({role_of(w.warp_id)})",
                                                                    precedent, detail))
                 smem_write(cta, off, np.zeros(8, np.uint8))
-                for waiter in cta.__dict__.get("awaiting_init", {}).pop(off, []):
+                for waiter in cta.awaiting_init.pop(off, []):
                     waiter.blocked_on = None
             return None
         if op in ("arrive", "expect_tx"):

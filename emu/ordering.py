@@ -71,7 +71,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import precedents
-from .state import TMEM_COLUMNS, Hazard
+from .device import TMEM_COLUMNS
+from .state import Hazard
 
 MMA_THEN_CP = "tcgen05-mma-then-cp-unordered"
 FENCE_BEFORE = "tcgen05-fence-before-thread-sync-missing"
@@ -184,7 +185,7 @@ def mma_footprint(ctas: list, d_taddr: int, sfa_taddr: int, sfb_taddr: int, ides
 def mma_issued(w, footprint: list, now: int, line: int) -> None:
     """Remember an MMA's tensor-memory footprint on each CTA it touches (for MMA_THEN_CP and MMA_THEN_LD)."""
     for cta in {id(c): c for c, _, _, _ in footprint}.values():
-        recent = cta.__dict__.setdefault("recent_mmas", [])
+        recent = cta.recent_mmas
         recent.append((_key(w), now, line, [(c0, n, written) for c, c0, n, written in footprint if c is cta]))
         del recent[:-RECENT_MMAS]
 
@@ -318,7 +319,7 @@ def _ld_then_mma(w, ins, cta, reader: tuple, c0: int, n: int, ld_line: int, why:
 def generic_write(w, cta, offset: int, nbytes: int) -> None:
     """st.shared by `w`: bytes the async proxy may read only after w's fence.proxy.async (adjacent writes of a warp
     are kept as one span, with the PTX line of the first)."""
-    spans = cta.__dict__.setdefault("generic_unfenced", {}).setdefault(w, [])
+    spans = cta.generic_unfenced.setdefault(w, [])
     if spans and spans[-1][1] == offset:
         spans[-1] = (spans[-1][0], offset + nbytes, spans[-1][2])
     else:
@@ -328,19 +329,19 @@ def generic_write(w, cta, offset: int, nbytes: int) -> None:
 def proxy_fence(w) -> None:
     """fence.proxy.async by `w`: its earlier generic writes are visible to the async proxy."""
     for cta in w.cta.cluster.ctas:
-        cta.__dict__.get("generic_unfenced", {}).pop(w, None)
+        cta.generic_unfenced.pop(w, None)
 
 
 def unfenced_writers(cta, lo: int, hi: int) -> set:
     """Warp ids with generic writes into [lo, hi) of cta's shared memory that no fence.proxy.async of theirs followed."""
-    return {w.warp_id for w, spans in cta.__dict__.get("generic_unfenced", {}).items()
+    return {w.warp_id for w, spans in cta.generic_unfenced.items()
             if any(a < hi and lo < b for a, b, _ in spans)}
 
 
 def async_read(cta, offset: int, nbytes: int, what: str) -> None:
     """The async proxy reads [offset, offset + nbytes) of `cta`'s shared memory where no precedent is known (a
     tcgen05.cp source): every generic write there must have been fenced with fence.proxy.async by its writer."""
-    for writer, spans in cta.__dict__.get("generic_unfenced", {}).items():
+    for writer, spans in cta.generic_unfenced.items():
         for lo, hi, line in spans:
             if lo < offset + nbytes and offset < hi:
                 raise Hazard(f"{what} reads shared memory [{offset:#x}, {offset + nbytes:#x}) of CTA rank {cta.rank} that "

@@ -442,3 +442,17 @@ def layout_shared(shared_vars: dict) -> SharedLayout:
         off += size
     dynamic = tuple(n for n, (_, size) in shared_vars.items() if size is None)
     return SharedLayout(offsets, off, max([shared_vars[n][0] for n in dynamic], default=16), dynamic)
+
+
+def static_shared_bytes(ptx: str) -> int:
+    """The static shared memory the driver charges a kernel: its own sized `.shared` variables. Not the cubin's
+    .nv.shared.<kernel> section, which for a kernel with only an `.extern` array holds 1024 bytes: measured on a lent
+    H100 (python -m calibration.launch_limits; docs/design.md "Launch limits"), cuFuncGetAttribute(SHARED_SIZE_BYTES)
+    is 0 for such a kernel, its array starts at shared address 1024 (the 1 KiB reserved per block, CUDA C++
+    Programming Guide) and a launch with the whole 232448-byte opt-in maximum of dynamic memory succeeds; and
+    arseni_ivanov's B200-verified CuTe DSL kernel launches 231680 dynamic bytes, which a charged 1024 would refuse."""
+    decls = {}
+    for extern, align, ty, name, count in _SHARED_RE.findall(ptx):
+        size = None if extern else _TYPE_SIZES[ty] * (int(count) if count else 1)
+        decls[name] = (int(align) if align else _TYPE_SIZES[ty], size)
+    return layout_shared(decls).static_bytes

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ptx import Imm, Reg, Sink, Sym
+from .ptx import Addr, Imm, Reg, Sink, Sym
 from .state import EmulatorError
 
 WARP = 32
@@ -68,6 +68,8 @@ class Warp:
         self.known: dict = {}  # CTA rank -> machine clock up to which this warp has observed that CTA's releases
         self.seen: dict = {}  # (CTA rank, warp id) -> latest clock of that warp's actions ordered before this warp's
         self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
+        self.barriers_joined: set = set()  # named barriers this warp has arrived at (ops_control, ops_async)
+        self.setmaxnreg_log: list = []  # the setmaxnreg this warp executed, in order (ops_control)
         self.last_line = 0
 
     # -------------------------------------------------------------- identity
@@ -149,3 +151,13 @@ def _is_pred(name: str, reg_types: dict) -> bool:
             return ty == "pred"
     return base == "%p"
 
+
+def lane_addresses(ex, w, op: Addr, width: int = 64) -> np.ndarray:
+    """Per-lane byte addresses of an address operand [base+offset] (PTX ISA 6.4.1 "Addresses as operands")."""
+    if op.base is None:
+        base = np.zeros(WARP, np.uint64)
+    elif isinstance(op.base, Sym):
+        base = np.full(WARP, ex.symbol_address(w, op.base.name), np.uint64)
+    else:
+        base = to_bits(w.read(op.base, f"b{width}"), f"b{width}")
+    return (base + np.uint64(op.offset & 0xFFFFFFFFFFFFFFFF)) & np.uint64((1 << width) - 1 if width < 64 else 0xFFFFFFFFFFFFFFFF)

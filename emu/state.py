@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .device import TMEM_COLUMNS, TMEM_LANES
+
 CLUSTER_RANK_SHIFT = 24
 SHARED_OFFSET_MASK = (1 << CLUSTER_RANK_SHIFT) - 1
-TMEM_LANES = 128
-TMEM_COLUMNS = 512
 POISON_BYTE = 0xFF  # fp16 0xFFFF and fp32 0xFFFFFFFF are NaN; e4m3 0xFF is NaN
 POISON_WORD = 0xFFFFFFFF
 
@@ -156,6 +156,12 @@ class Cta:
     # The tensor core's A collector of this CTA (tcgen05.mma .collector::a::*): the A operand codes a
     # .collector::a::fill MMA kept, or None when empty (emu.tcgen05.mma_block_scaled, module docstring Q6).
     a_collector: object = None
+    # Per-CTA bookkeeping of the instruction families (each named where it is used):
+    store_sources: list = field(default_factory=list)  # TMA-store source spans still to be read (ops_async)
+    awaiting_init: dict = field(default_factory=dict)  # mbarrier offset -> warps that used it before its init
+    recent_mmas: list = field(default_factory=list)  # tcgen05.mma issues the ordering rules look back on (ordering)
+    generic_unfenced: dict = field(default_factory=dict)  # warp -> generic-proxy writes not yet proxy-fenced
+    rendezvous: dict = field(default_factory=dict)  # "alloc"/"dealloc" -> the pair's cta_group::2 meeting (ops_async)
 
     @property
     def peer(self) -> "Cta":

@@ -103,7 +103,8 @@ import numpy as np
 
 from . import precedents
 from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
-from .state import POISON_WORD, TMEM_COLUMNS, Cta, Hazard, TensorMemoryAllocation, Unsupported
+from .device import TMEM_COLUMNS
+from .state import POISON_WORD, Cta, Hazard, TensorMemoryAllocation, Unsupported
 
 # --------------------------------------------------------------------------------------------------
 # Tensor-memory addresses

@@ -3,7 +3,7 @@
 Bit layout of the 128-byte tensor map. The CUDA driver API documents CUtensorMap as opaque
 (cuTensorMapEncodeTiled, "Tensor Map Object Management"); the layout below was established from the real
 driver's encoder (cuTensorMapEncodeTiled, driver 580.159, NVIDIA H200), one parameter varied at a time and 150
-random parameter sets (emu/calibration/tma_gpu.py; fixture tests/data/tma_encode.json.gz, checked by
+random parameter sets (calibration/tma_gpu.py; fixture tests/data/tma_encode.json.gz, checked by
 tests/test_emu_tma.py). Little-endian throughout.
 
   bytes  0..7    global address (the driver requires 16-byte alignment; 32 for interleave 32B)

@@ -208,7 +208,7 @@ def stand_in_config(shape, pdl: bool = True):
 # One thread per CTA, one CTA per SM (as the scheduler places them): every change of %globaltimer it sees in a tight
 # read loop, with %clock64 at that read, until TIMER_SLOTS changes or TIMER_MAX_READS reads. Per CTA TIMER_WORDS
 # int64: %smid, changes recorded, reads, %clock64 at the loop's start and end, 0, then (globaltimer, clock64) per
-# change. Plain PTX (.target sm_90) loaded through the driver, as emu/calibration/mufu.py's probe: nothing of the
+# change. Plain PTX (.target sm_90) loaded through the driver, as calibration/mufu.py's probe: nothing of the
 # DSL between the instruction and the measurement.
 TIMER_SLOTS, TIMER_MAX_READS, TIMER_HEADER = 512, 1 << 22, 6
 TIMER_WORDS = TIMER_HEADER + 2 * TIMER_SLOTS
@@ -276,7 +276,7 @@ def run_timer_probe() -> np.ndarray:
 
     import torch
 
-    from probes.ptx_launch import launch_ptx
+    from calibration.ptx_launch import launch_ptx
 
     ctas = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.full((ctas, TIMER_WORDS), -1, dtype=torch.int64, device="cuda")
@@ -538,18 +538,19 @@ def compile_artifacts(fields: dict, tiles: int, spin_cycles: int, handoff: str =
                       dsl: str = "default") -> Path:
     """The stub compiled in a worker process: kernel.ptx (and, for sm_100a, kernel.o for the emulator's launch).
     arch sm_90a with dsl 4.3.5: what the lent H100 compiles (no export: a check of the device code)."""
-    from emu.launch import EXPORT_NAME, _dsl_env, _placeholder_libcuda, cached_compile, installed_dsl
+    from harness.capture import cached_compile, dsl_env, installed_dsl, placeholder_libcuda
+    from harness.compile_worker import EXPORT_NAME
 
     sources = [Path(__file__), REPO / "probes" / "device_stub.py", REPO / "submission.py"]
     key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources],
            "dsl": installed_dsl() if dsl == "default" else dsl, "arch": arch, "handoff": handoff,
            "config": sorted((k, repr(v)) for k, v in fields.items()), "tiles": tiles, "spin": spin_cycles}
     job = {"config": fields, "tiles": tiles, "spin_cycles": spin_cycles, "handoff": handoff, "export": EXPORT_NAME}
-    env = _dsl_env(dsl)
+    env = dsl_env(dsl)
     env["CUTE_DSL_ARCH"] = arch
-    if dsl == "4.3.5":  # as emu.launch.compile_artifacts: the per-artifact switches, a placeholder libcuda
+    if dsl == "4.3.5":  # as harness.capture.compile_artifacts: the per-artifact switches, a placeholder libcuda
         env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
-        env["LD_LIBRARY_PATH"] = f"{_placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+        env["LD_LIBRARY_PATH"] = f"{placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
     return cached_compile("probes", key, job, Path(__file__), "--compile-worker", env)
 
 
@@ -587,9 +588,10 @@ def emulate(fields: dict, tiles: int = 3, spin_cycles: int = 2000, timed: bool =
     an emu.machine.Schedule, default the uniform one with sched_seed; timed: simulated time): (the (1, CTAs, words)
     buffer it wrote, the run's status and message)."""
     import reference
-    from emu.calibration.gpu_probes import capture
-    from emu.launch import DT_I64
-    from emu.run import execute, place_inputs
+    from calibration.gpu_probes import capture
+    from harness.problems import DT_I64
+    from emu import run_kernel
+    from harness.problems import place_inputs
     from emu.state import GlobalMemory
 
     art = compile_artifacts(fields, tiles, spin_cycles, handoff)
@@ -604,7 +606,7 @@ def emulate(fields: dict, tiles: int = 3, spin_cycles: int = 2000, timed: bool =
 
         run = timed_run(cap, gmem, seed=sched_seed, full_grid=True)
     else:
-        run = execute(cap, gmem, sched_seed, schedule=schedule)
+        run = run_kernel(cap, gmem, sched_seed, schedule=schedule)
     words = gmem.read(addresses["profile"], rows[0] * rows[1] * 8).view(np.int64).reshape(rows).copy()
     return words[None], run.status, run.message
 

@@ -1,7 +1,7 @@
 """The emulator against a Hopper GPU on every non-tcgen05, non-TMA PTX form the kernel's PTX uses.
 
 tests/data/emu_alu_probe.ptx (four hand-written kernels, sm_90a) ran on an NVIDIA H200 through
-`python -m emu.calibration.alu --gpu OUT.npz`; its inputs and output words are the fixture
+`python -m calibration.alu --gpu OUT.npz`; its inputs and output words are the fixture
 tests/data/emu_alu_probe_h200.npz. Here the same PTX, inputs and launches run in the emulator with three
 scheduler seeds and are compared with the GPU's words:
 - integer, logic, compare, select, conversion, mov/pack/unpack, ld.param, f32 add/mul and cvt.rn.f16x2.f32:
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from emu.calibration import alu as probe  # noqa: E402
+from calibration import alu as probe  # noqa: E402
 
 SEEDS = (0, 1, 2)
 

@@ -1,5 +1,5 @@
 """Calibration of the emulator on a hardware-verified kernel: NVIDIA's CuTe DSL persistent block-scaled GEMM example
-(emu/calibration/nvidia_example.py). The example is not part of this repository: the tests that run it need
+(calibration/nvidia_example.py). The example is not part of this repository: the tests that run it need
 $NVIDIA_BLOCKSCALED_EXAMPLE (a path to dense_blockscaled_gemm_persistent.py) or a git mirror of NVIDIA/cutlass at
 /work/.mirror/NVIDIA+cutlass/repo, and skip, saying so, without either (CI has neither).
 
@@ -13,7 +13,7 @@ from emu import ops_async, tma
 from emu.isa import BLOCK
 from emu.ptx import Imm
 from emu.state import GlobalMemory
-from emu.calibration import nvidia_example as cal
+from calibration import nvidia_example as cal
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""gau-nernst's B200-measured kernels as the timed emulator's public points (emu/calibration/gau.py,
-emu/calibration/gau_versions.py, emu/calibration/b200_points.json).
+"""gau-nernst's B200-measured kernels as the timed emulator's public points (calibration/gau.py,
+calibration/gau_versions.py, calibration/b200_points.json).
 
 The points file is checked without any source. The kernels' source (gau-nernst/gpu-mode-kernels @ aee9cda6,
 nvidia/nvfp4_dual_gemm/ and nvidia/nvfp4_gemm/) is not in this repository: the runs (slow) use the files at their
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from emu.state import Cluster, Cta, EmulatorError, Hazard, TMEM_LANES  # noqa: E402
 from emu.tcgen05 import tmem_alloc, tmem_load_16x256b, tmem_load_32x32b  # noqa: E402
-from emu.calibration import gau, gau_versions as gv  # noqa: E402
+from calibration import gau, gau_versions as gv  # noqa: E402
 
 DOC = gau.load_points()
 POINTS = DOC["points"]

@@ -1,5 +1,5 @@
 """Calibration on two more B200-verified kernels for this problem (issue 17): arseni_ivanov's CuTe DSL kernel
-(emu/calibration/arseni.py) and novus677's CUDA + inline-PTX kernel 9 (emu/calibration/novus.py).
+(calibration/arseni.py) and novus677's CUDA + inline-PTX kernel 9 (calibration/novus.py).
 
 Their sources are not in this repository: the emulated runs need /tmp/arseni/arseni.py and /tmp/novus/ (or
 $ARSENI_DUAL_GEMM / $NOVUS_DUAL_GEMM_SRC) and skip with the reason otherwise (CI has no network). Both kernels MATCH
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from emu import ordering  # noqa: E402
-from emu.calibration import arseni, novus  # noqa: E402
+from calibration import arseni, novus  # noqa: E402
 
 # the tcgen05 ordering rules (emu.ordering): both kernels trip them (no tcgen05.fence; scale columns single-buffered)
 TCGEN05_ORDERING = {ordering.MMA_THEN_CP, ordering.FENCE_AFTER, ordering.FENCE_BEFORE}
@@ -33,8 +33,8 @@ def _novus_or_skip():
     if folder is None:
         pytest.skip(why)
     try:
-        from emu.calibration.gau import _include_dirs, _nvcc
-        _include_dirs(_nvcc())
+        from calibration.gau import include_dirs, nvcc_path
+        include_dirs(nvcc_path())
     except Exception as e:  # no compiler / headers here
         pytest.skip(f"cannot compile his kernel: {e}")
     return folder

@@ -1,10 +1,10 @@
 """Issue 14, the checks that make the emulator catch what it let through (no DSL compile, no GPU: hand-written PTX,
 the runtime stand-ins built alone, fakes where a rule is a pure function):
-- the B200's launch limits in the runtime stand-ins (emu/launch_stubs.c, emu.launch) and occupancy;
+- the B200's launch limits in the runtime stand-ins (harness/launch_stubs.c, emu.launch) and occupancy;
 - the kernel-wide static pass (emu.lint);
 - happens-before of mbarrier initialisation inside a CTA (a Note under arseni's precedent), re-initialisation
   (emu.mbarrier);
-- the scheduling policies of the seeded scheduler (emu.machine) and the verdict's schedules (emu.run);
+- the scheduling policies of the seeded scheduler (emu.machine) and the verdict's schedules (harness.verdict);
 - tcgen05 ordering and proxy fences (emu.ordering).
 The same checks on the real kernel and on planted bugs: tests/test_emu_kernel.py (slow)."""
 from __future__ import annotations
@@ -19,12 +19,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from emu import launch, lint, ordering, precedents
+from emu import device, lint, ordering, precedents
+from harness import capture
 from emu.isa import decode_kernel
 from emu.machine import POLICIES, STARVED, Deadlock, Machine, Schedule
 from emu.mbarrier import INIT_UNORDERED, REINIT_QUIESCENT, check_use
 from emu.ptx import parse_module
-from emu.run import DEFAULT_SCHEDULES, default_sm_count, schedules_for
+from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, schedules_for
 from emu.state import GlobalMemory, Hazard
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,14 +81,14 @@ def stubs(tmp_path_factory):
     """The runtime stand-ins alone (no exported host object), primed as for a 192-thread kernel with 110 registers
     and 1024 bytes of static shared memory."""
     so = tmp_path_factory.mktemp("stubs") / "stubs.so"
-    subprocess.run([launch._compiler(), "-shared", "-fPIC", "-o", str(so), str(launch.STUBS_C)], check=True)
+    subprocess.run([capture.c_compiler(), "-shared", "-fPIC", "-o", str(so), str(capture.STUBS_C)], check=True)
     lib = ctypes.CDLL(str(so))
     lib._cudaLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     return lib
 
 
 def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, nonportable=0):
-    launch.prime_stubs(lib, ptx, {"registers": registers, "static_smem": static})
+    capture.prime_stubs(lib, ptx, {"registers": registers, "static_smem": static})
     ctypes.c_int.in_dll(lib, "emu_max_dynamic_smem_attr").value = -1
     ctypes.c_int.in_dll(lib, "emu_nonportable_cluster_attr").value = nonportable
     if max_dynamic is not None:
@@ -96,7 +97,7 @@ def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, non
 
 def try_launch(lib, grid=(2, 1, 1), block=(192, 1, 1), smem=200000, cluster=(1, 1, 1)):
     attr = LaunchAttr()
-    attr.id = launch.CLUSTER_DIM_ATTR
+    attr.id = capture.CLUSTER_DIM_ATTR
     struct.pack_into("<III", attr.val, 0, *cluster)
     cfg = LaunchConfig(Dim3(*grid), Dim3(*block), smem, None, ctypes.pointer(attr), 1)
     param = ctypes.c_uint64(0)
@@ -143,24 +144,24 @@ def test_dynamic_shared_memory_attribute_cannot_exceed_opt_in_less_static(stubs)
 
 
 def test_occupancy_and_tensor_memory_per_sm():
-    assert launch.occupancy(192, 110, 217088 + 1024) == 1
-    assert launch.occupancy(192, 110, 100000) == 2  # smem: 233472 // 101024
-    assert launch.occupancy(1024, 64, 0) == 1  # 64 registers x 1024 threads fill the 65536
-    assert launch.occupancy(1024, 65, 0) == 0  # 72 (rounded to the 256-register warp unit) do not
-    assert launch.occupancy(128, None, 0) == 16  # threads per SM
+    assert device.occupancy(192, 110, 217088 + 1024) == 1
+    assert device.occupancy(192, 110, 100000) == 2  # smem: 233472 // 101024
+    assert device.occupancy(1024, 64, 0) == 1  # 64 registers x 1024 threads fill the 65536
+    assert device.occupancy(1024, 65, 0) == 0  # 72 (rounded to the 256-register warp unit) do not
+    assert device.occupancy(128, None, 0) == 16  # threads per SM
     big = SimpleNamespace(grid=(148, 1, 1), block=(192, 1, 1), registers=110, dynamic_smem=216064, static_smem=1024)
     half = SimpleNamespace(grid=(148, 1, 1), block=(192, 1, 1), registers=110, dynamic_smem=100000, static_smem=1024)
-    assert launch.tensor_memory_oversubscribed(big, 512) is None
-    assert launch.tensor_memory_oversubscribed(half, 256) is None
-    assert "1024 > 512" in launch.tensor_memory_oversubscribed(half, 512)
+    assert device.tensor_memory_oversubscribed(big, 512) is None
+    assert device.tensor_memory_oversubscribed(half, 256) is None
+    assert "1024 > 512" in device.tensor_memory_oversubscribed(half, 512)
     alone = SimpleNamespace(grid=(1, 1, 1), block=(192, 1, 1), registers=110, dynamic_smem=100000, static_smem=1024)
-    assert launch.tensor_memory_oversubscribed(alone, 512) is None  # a grid of one CTA shares its SM with nobody
+    assert device.tensor_memory_oversubscribed(alone, 512) is None  # a grid of one CTA shares its SM with nobody
 
 
 def test_dsl_error_lines():
     text = "warning: x\n\nError: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed.\nok\n"
-    assert launch.dsl_errors(text) == ["Error: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed."]
-    assert launch.dsl_errors("no errors here\nerror-free\n") == []
+    assert capture.dsl_errors(text) == ["Error: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed."]
+    assert capture.dsl_errors("no errors here\nerror-free\n") == []
 
 
 # ============================================================================================ static pass
@@ -433,7 +434,7 @@ def test_tcgen05_across_threads_needs_the_fences():
 
 
 def test_copy_over_columns_an_unobserved_mma_reads_is_a_note():
-    cta = SimpleNamespace(rank=0)
+    cta = SimpleNamespace(rank=0, recent_mmas=[])
     warp = SimpleNamespace(cta=cta, warp_id=4, seen={})
     notes = []
     ex = SimpleNamespace(note=lambda *a: notes.append(a), clock=100)

@@ -1,6 +1,6 @@
 """The kernel of submission.py in the SM100 emulator (emulated, no GPU): every TUNE_SPACE config under the default
-verdict (emu.run.DEFAULT_SCHEDULES, small shapes on a reduced SM count), CTAs that run several tiles, and planted
-bugs the emulator must report (emu/mutants.py), by the default verdict and over ten schedules each.
+verdict (harness.verdict.DEFAULT_SCHEDULES, small shapes on a reduced SM count), CTAs that run several tiles, and planted
+bugs the emulator must report (harness/mutants.py), by the default verdict and over ten schedules each.
 
 Runs of the kernel take seconds to minutes on 2 CPUs: those are marked slow; each feature keeps a cheap one."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 from emu.machine import POLICIES, Schedule  # noqa: E402
-from emu.mutants import MUTANTS  # noqa: E402
-from emu.run import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
+from harness.mutants import MUTANTS  # noqa: E402
+from harness.verdict import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 # The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
@@ -126,7 +126,7 @@ def test_launch_and_static_mutants_are_caught_before_running(name, status, words
                          ids=lambda m: m.name)
 def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
     """Each race-like mutant over 10 schedules cycling through every policy: caught by at least one (the catch rate
-    goes to MEMORY.md's table: python -m emu.mutants --schedules 10)."""
+    goes to MEMORY.md's table: python -m harness.mutants --schedules 10)."""
     res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path), sm_count=mutant.sm_count,
                   schedules=10, stop_at_failure=False)
     caught = [r.schedule for r in res.runs if mutant.caught(r)]
@@ -242,7 +242,7 @@ def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):
     launch cannot be captured (no export_to_c there), so this equality is what covers it."""
     import re
 
-    from emu.launch import compile_artifacts
+    from harness.capture import compile_artifacts
 
     if dsl == "4.3.5" and not DSL435.is_dir():
         pytest.skip("nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl435 (tools/setup.sh installs it)")

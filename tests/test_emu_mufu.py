@@ -1,7 +1,7 @@
-"""The MUFU model (emu/mufu.py) and its hardware probe (emu/calibration/mufu.py).
+"""The MUFU model (emu/mufu.py) and its hardware probe (calibration/mufu.py).
 
 Without a measurement the emulator's ex2/rcp/tanh .approx are the exact values rounded once. With the fixture a lent
-H100/H200 writes (`python3 -m emu.calibration.mufu --gpu OUT.npz`, copied to tests/data/mufu_<card>.npz) every swept
+H100/H200 writes (`python3 -m calibration.mufu --gpu OUT.npz`, copied to tests/data/mufu_<card>.npz) every swept
 input returns the measured word, and tanh errors are drawn within the measured bound under non-default schedules.
 The first tests use a synthetic fixture (exact values plus a deterministic few-ulp jitter) to check that machinery;
 the last ones check the real fixture and skip, saying so, until it exists.
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from emu import mufu
-from emu.calibration import mufu as probe
+from calibration import mufu as probe
 
 
 def _jitter(arg) -> np.ndarray:
@@ -140,7 +140,7 @@ def test_silu_report_rows_and_the_isa_bound_verdict():
 
 # ------------------------------------------------------------------ the real measurement
 REAL = sorted(glob.glob(str(mufu.REPO / "tests" / "data" / "mufu_*.npz")))
-needs_real = pytest.mark.skipif(not REAL, reason="no MUFU fixture yet: the lead runs `python3 -m emu.calibration.mufu "
+needs_real = pytest.mark.skipif(not REAL, reason="no MUFU fixture yet: the lead runs `python3 -m calibration.mufu "
                                 "--gpu $OUT` on a lent H100/H200 and adds $OUT/mufu_<card>.npz to tests/data/")
 
 

@@ -1,4 +1,4 @@
-"""The GPU probes probes/tma_loads.py and probes/epilogue.py, run in the SM100 emulator (emu/calibration/gpu_probes.py).
+"""The GPU probes probes/tma_loads.py and probes/epilogue.py, run in the SM100 emulator (calibration/gpu_probes.py).
 
 Every result here is "emulated": the probes' own stub kernels (the kernel's `_ring_and_loads`, `_load_rows`, epilogue
 views and stores) compiled for sm_100a, launched by their real host code through the runtime stand-ins, run in emu/
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from emu.calibration import gpu_probes as E  # noqa: E402
+from calibration import gpu_probes as E  # noqa: E402
 
 TMA_IDS = ["m128n64", "m128n128"]
 EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]
@@ -66,7 +66,7 @@ def test_epilogue_probe_emulated_negative_control_unwritten_c_is_rejected():
 @pytest.mark.slow
 def test_pdl_launch_is_judged_and_the_stub_waits():
     """The probes launch with PDL (the config's default): the stub waits (griddepcontrol.wait) before its global
-    accesses, as the kernel does, so the emulator's PDL rule passes (the kernel without its wait is a planted bug: emu/mutants.py)."""
+    accesses, as the kernel does, so the emulator's PDL rule passes (the kernel without its wait is a planted bug: harness/mutants.py)."""
     fields = E.TMA_CONFIGS[0]
     assert fields.get("pdl", True)
     assert "griddepcontrol.wait" in (E.compile_artifacts("tma", dict(fields)) / "kernel.ptx").read_text()

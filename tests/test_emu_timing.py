@@ -30,11 +30,28 @@ def test_every_row_has_a_value_a_unit_and_a_source():
     assert 0 < len(fitted) <= 2, fitted  # the protocol: at most two constants fitted
 
 
+def test_the_fitted_values_are_the_default_and_the_prior_is_one_flag_away():
+    """One default everywhere (tools/emulate.py --timing, tools/tune.py --dry-run, the tests): the table's values,
+    the fitted rows at what the calibration fitted (the report's fitted_overrides, to which its error band belongs);
+    the prior table only by asking for it."""
+    import json
+
+    report = json.loads((REPO / "docs" / "timing_calibration.json").read_text())
+    fitted, prior = cost_table.load(), cost_table.load(prior=True)
+    assert report["fitted_overrides"] and {k: getattr(fitted, k) for k in report["fitted_overrides"]} == \
+        {k: float(v) for k, v in report["fitted_overrides"].items()}
+    assert prior.prior_values() == {k: getattr(prior, k) for k in report["fitted_overrides"]}
+    assert all(getattr(prior, k) != getattr(fitted, k) for k in report["fitted_overrides"])
+    others = [r for r in fitted.rows.values() if not r.fitted]
+    assert all(getattr(prior, r.name) == r.value for r in others)
+
+
 def test_every_constant_the_engine_reads_is_in_the_table():
     c = cost_table.load()
     sources = "".join((REPO / "emu" / "timing" / f).read_text() for f in ("engine.py", "call.py", "resources.py"))
     used = set(re.findall(r"\b(?:c|costs)\.([a-z][a-z0-9_]+)\b", sources))
-    derived = {"clock_hz", "hbm_bytes_per_clk", "l2_bytes_per_clk", "cycles", "us", "mma_latency", "describe", "rows"}
+    derived = {"clock_hz", "hbm_bytes_per_clk", "l2_bytes_per_clk", "cycles", "us", "mma_latency", "describe", "rows",
+               "sm_count", "prior_values"}  # sm_count: a count, emu.device's (the one home of the chip's counts)
     missing = sorted(used - derived - set(c.rows))
     assert not missing, f"the engine reads constants the table does not have: {missing}"
 
@@ -160,7 +177,7 @@ $L1:
 # ------------------------------------------------------------------ the kernel, timed
 @pytest.mark.slow
 def test_timed_run_of_the_kernel_checks_c_and_accounts_for_its_time(tmp_path):
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     res, timed = timed_emulate(256, 256, 512, 1, config_name="m256n64_c2x1_e32_ac")
     assert res.status == "match", res.message
@@ -177,7 +194,7 @@ def test_timed_run_of_the_kernel_checks_c_and_accounts_for_its_time(tmp_path):
 def test_pdl_saves_about_the_measured_gap():
     """Same tile with and without programmatic dependent launch: the difference is the launch gap the table holds,
     less what the prologue overlaps."""
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     c = cost_table.load()
     _, with_pdl = timed_emulate(256, 256, 512, 1, config_name="m128n64_c1x1_e32")
@@ -206,7 +223,7 @@ def test_the_exchange_is_timed_and_its_latency_counts():
     """st.async (the product pair's exchange) carries a "remote" cost: the run is timed, and a slower SM-to-SM network
     makes it slower."""
     from emu.timing import costs as cost_table
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     res, timed = timed_emulate(128, 256, 512, 1, config_name="m128n128_c1x1_e32_ppc")
     assert res.status == "match" and timed.stats.get("st_async_bytes", 0) > 0

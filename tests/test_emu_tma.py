@@ -1,4 +1,4 @@
-"""emu/tma.py against ground truth from a real GPU (fixtures in tests/data, made by emu/calibration/tma_gpu.py on
+"""emu/tma.py against ground truth from a real GPU (fixtures in tests/data, made by calibration/tma_gpu.py on
 an H200) and against the PTX ISA's swizzle rule computed by hand."""
 import gzip
 import json

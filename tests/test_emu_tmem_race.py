@@ -2,7 +2,7 @@
 accumulator) and tcgen05.mma (the MMA warp overwriting it), checked in happens-before terms (emu.ordering LD_THEN_MMA,
 MMA_THEN_LD), so that every schedule reports it. Hand-written PTX with a real MMA (no DSL compile): warp 0 copies the
 scale factors and issues the MMAs, warp 1 loads the accumulator and hands it back. The same rule on the real kernel:
-the planted bug epi_release_before_last_load of emu/mutants.py (slow, tests/test_emu_kernel.py)."""
+the planted bug epi_release_before_last_load of harness/mutants.py (slow, tests/test_emu_kernel.py)."""
 from __future__ import annotations
 
 import struct
@@ -175,7 +175,7 @@ def test_reads_and_writes_of_other_columns_do_not_race():
     """Rule-level: an MMA writing columns [0, 64) against a load of [64, 80) by another warp (no synchronisation at
     all) and the converse; then the same columns: not read, read after the release, released unwaited (a note), and
     waited then released."""
-    cta = SimpleNamespace(rank=0)
+    cta = SimpleNamespace(rank=0, recent_mmas=[])
     mma_warp = SimpleNamespace(cta=cta, warp_id=4, seen={})
     reader = SimpleNamespace(cta=cta, warp_id=0, seen={})
     notes = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from emu.run import emulate, load_submission
+from harness.verdict import emulate, load_submission
 from tests.conftest import ROOT
 
 S = load_submission(f"{ROOT}/submission.py")

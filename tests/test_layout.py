@@ -46,7 +46,7 @@ def test_every_path_the_docs_name_exists():
 
 
 def test_probes_live_outside_tests_and_tools_are_user_clis():
-    """tests/ holds pytest files and fixtures only; GPU probes are in probes/, emulator calibration in emu/calibration/."""
+    """tests/ holds pytest files and fixtures only; GPU probes are in probes/, emulator calibration in calibration/."""
     tests = [p.name for p in (REPO / "tests").glob("*.py")]
     assert all(n.startswith("test_") or n == "conftest.py" for n in tests), tests
     tools = sorted(p.name for p in (REPO / "tools").glob("*.py") if p.name != "__init__.py")

@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from emu.run import emulate, load_submission  # noqa: E402
+from harness.verdict import emulate, load_submission  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 SHAPE = (256, 512, 1024, 1)

@@ -510,7 +510,7 @@ CONFIGS = ["m128n64_c1x1_e32_prof", "m256n64_c2x1_e32_ac_prof", "m128n64_c1x2_e3
 def test_functional_run_stamps_every_phase_in_order(config):
     """Every CTA: every phase it owes, in the orders the kernel's synchronisation guarantees, one hand-off per tile
     (4 SMs: several tiles per CTA), C still right."""
-    from emu.run import emulate
+    from harness.verdict import emulate
 
     res = emulate(256, 512, 512, 1, config_name=config, sm_count=4)
     assert res.status == "match", res.message
@@ -537,7 +537,7 @@ def test_timed_profile_agrees_with_the_machines_marks(config):
     stage seen between the first TMA issue and the first MMA (the MMA warp's first-tile setup between); the mainloop
     end between the first MMA and the last MMA's completion; each accumulator got one mbarrier wake-up (plus a few
     instructions) after a commit arrived; the PDL release within a few cycles; exit before the last warp is done."""
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     res, timed = timed_emulate(256, 512, 1024, 1, config_name=config)
     assert res.status == "match", res.message
@@ -570,7 +570,7 @@ def test_knob_off_compiles_no_stamp_and_knob_on_every_one():
     %clock64 at each stamp and %smid once (the byte-identity of every knob-off config with the code before the knob
     was checked with tools/preflight.py --keep under 4.8.1 and 4.3.5: MEMORY.md)."""
     import submission as S
-    from emu.launch import compile_artifacts
+    from harness.capture import compile_artifacts
 
     cfg = S.config_for(256, 3072, 4096, 1)
     off = (compile_artifacts(str(REPO / "submission.py"), cfg) / "kernel.ptx").read_text()
@@ -581,7 +581,7 @@ def test_knob_off_compiles_no_stamp_and_knob_on_every_one():
     assert on.count("%smid") == 1
     # custom_kernel's call is unchanged: the knob-off TVM-FFI function takes the leaderboard's seven tensors (an
     # optional eighth parameter on __call__ once made it expect eight for every config)
-    from emu.run import prepare
+    from harness.verdict import prepare
 
     prep = prepare(256, 256, 512, 1, config_name=cfg.name)
     assert prep.profile_shape is None and prep.cap.grid[0] * prep.cap.grid[1] * prep.cap.grid[2] > 0
@@ -589,7 +589,7 @@ def test_knob_off_compiles_no_stamp_and_knob_on_every_one():
 
 @pytest.mark.slow
 def test_profile_config_under_the_leaderboard_era_dsl():
-    from emu.run import emulate
+    from harness.verdict import emulate
 
     res = emulate(256, 256, 512, 1, config_name="m256n64_c2x1_e32_ac_prof", dsl="4.3.5")
     assert res.status == "match", res.message

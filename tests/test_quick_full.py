@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from emu.mutants import MUTANTS
+from harness.mutants import MUTANTS
 
 REPO = Path(__file__).resolve().parents[1]
 

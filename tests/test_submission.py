@@ -266,7 +266,7 @@ def test_compile_for_every_task_shape_offline():
 
 
 def _knob_ptx(name):
-    from emu.launch import compile_artifacts
+    from harness.capture import compile_artifacts
 
     cfg = next(c for c in S.TUNE_SPACE if c.name == name)
     return (compile_artifacts(SOURCE_PATH, cfg) / "kernel.ptx").read_text()

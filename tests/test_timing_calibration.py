@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from emu.calibration import timing as judge  # noqa: E402
+from calibration import timing as judge  # noqa: E402
 
 REPORT = json.loads(judge.REPORT_JSON.read_text())
 

@@ -377,8 +377,10 @@ def test_dry_run_ranks_clean_matching_candidates_by_timed_time():
 
 
 def test_dry_run_error_band_and_constants_come_from_the_calibration():
-    band = tune.calibration_band()
-    rep = json.loads(tune.CALIBRATION.read_text())
+    from calibration.timing import REPORT_JSON, error_band
+
+    band = error_band()
+    rep = json.loads(REPORT_JSON.read_text())
     assert band["source"] == "docs/timing_calibration.json" and band["engine"] == rep["engine"]
     assert band["fitted_overrides"] == rep["fitted_overrides"] and band["fitted_overrides"]
     deltas, points = rep["summary"]["timed_fitted_us:deltas_dual"], rep["summary"]["timed_fitted_us:holdout"]
@@ -415,9 +417,10 @@ def test_tune_dry_run_times_ranks_and_writes(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     out = json.loads((tmp_path / "dry.json").read_text())
     assert "timed" in out["label"] and "not measured" in out["label"] and "modeled" not in p.stdout
-    fitted = tune.calibration_band()["fitted_overrides"]
-    assert out["costs"]["overrides"] == {**fitted, "cta_start_cycles": 0.0}
-    assert "fitted constants" in p.stdout and f"{tune.calibration_band()['delta_rms']:.1%}" in p.stdout
+    from calibration.timing import error_band
+
+    assert out["costs"]["overrides"] == {"cta_start_cycles": 0.0}  # after the table's fitted values
+    assert "fitted constants" in p.stdout and f"{error_band()['delta_rms']:.1%}" in p.stdout
     assert "speed of light" not in p.stdout  # this task carries no sol_us: no figure to set beside it
     assert len([ln for ln in p.stderr.splitlines() if ln.startswith("tune --dry-run: ") and "/2 m" in ln]) == 2
     assert len([ln for ln in p.stderr.splitlines() if ln.startswith("tune --dry-run: timed ") and "(timed)" in ln]) == 2

@@ -12,7 +12,7 @@ Compiles the kernel from PATH (default submission.py) with config NAME (default:
 captures its real host-side launch (a launch a B200 would refuse ends there), runs every warp of the chosen
 clusters in the emulator (emu/) under several schedules, and compares C with reference.py under the
 leaderboard's tolerance after each. The verdict is MATCH only if every schedule matched.
-Schedules: by default emu.run.DEFAULT_SCHEDULES (uniform, producer_first, consumer_first, late_wake,
+Schedules: by default harness.verdict.DEFAULT_SCHEDULES (uniform, producer_first, consumer_first, late_wake,
 slow_async, starve_role; seeds 0-5 shifted by --seed); --schedules N runs N schedules, those six first, then
 every policy of emu.machine.POLICIES in turn; --schedule POLICY:SEED (repeatable) runs exactly those.
 Small shapes (at most 32 CTA tiles) run on a reduced SM count unless --sm-count is given, so each cluster
@@ -27,8 +27,8 @@ cluster), costs from emu/timing/b200.yaml (--costs FILE: an overrides file such 
 --cost NAME=VALUE overrides a row, after FILE). It also checks C for the clusters it
 simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
 --trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
---calibration judges the timed emulator on public B200 version logs (emu/calibration/timing.py): every point of
-emu/calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
+--calibration judges the timed emulator on public B200 version logs (calibration/timing.py): every point of
+calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
 docs/timing_calibration.md (and .json).
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if args.calibration:
         if not (args.timing and args.sources):
             ap.error("--calibration goes with --timing and --sources DIR")
-        from emu.calibration import timing as judge
+        from calibration import timing as judge
 
         result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit)
         s = result["summary"]
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     m, n, k, l = args.shape
     if args.timing:
         return _timed(args)
-    from emu.run import emulate
+    from harness.verdict import emulate
 
     t0 = time.time()
 
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
 
 def _timed(args) -> int:
     from emu.timing import costs as cost_table
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     overrides = cost_table.read_overrides(args.costs) if args.costs else {}
     for item in args.cost:

@@ -536,12 +536,13 @@ def judge(rec: dict, capacity: int) -> list[str]:
 
 
 def _emu_launch():
-    """emu.launch, for its cache folder and source digests (run as a script, the repository root is not on sys.path)."""
+    """harness.capture, for its cache folder and source digests (run as a script, the repository root is not on
+    sys.path)."""
     if str(REPO) not in sys.path:
         sys.path.append(str(REPO))
-    from emu import launch
+    from harness import capture
 
-    return launch
+    return capture
 
 
 def cache_dir(cfg, submission: Path, tools: dict) -> Path:

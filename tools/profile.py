@@ -184,7 +184,7 @@ def representative_call(run: Run) -> int:
 
 # ----------------------------------------------------------------------------- the timed emulator
 def load_submission(path: Path):
-    from emu.run import load_submission as load
+    from harness.verdict import load_submission as load
 
     return load(path)
 
@@ -209,7 +209,7 @@ def profiling_config(sub, shape: tuple, name: str | None):
 def predict(shape: tuple, config: str, overrides: dict, submission: Path, label: str = "timed") -> Run:
     """The timed emulator's run of one call of the profiling config: a Run of one steady-state call."""
     from emu.timing import costs as cost_table
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     m, n, k, l = shape
     res, timed = timed_emulate(m, n, k, l, config_name=config, submission=submission,

@@ -32,7 +32,7 @@ stamp=.venv/.setup-stamp
 DSL435=.venv/dsl435
 want="$(cat pyproject.toml tools/setup.sh | sha256sum | cut -d' ' -f1)"
 
-# The SM100 emulator (emu/launch.py) links the kernel's exported host code with a C compiler: install one
+# The SM100 emulator (harness/capture.py) links the kernel's exported host code with a C compiler: install one
 # where none is found and we may (root with apt-get, as on CI machines); otherwise say what is missing.
 step="find a C compiler for the emulator's launch capture"
 if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from emu.run import emulate, load_submission
+    from harness.verdict import emulate, load_submission
     from utils import load_task
 
     sub = load_submission(Path(args.submission))

@@ -15,7 +15,7 @@ dropped and reported, never chosen.
 the timed emulator (emu/timing: one leaderboard call of the compiled kernel, C checked on the clusters it simulates)
 at every benchmark shape, `--jobs` at a time, a line per (shape, config) on stderr as each finishes. The cost table is
 emu/timing/b200.yaml with the constants fitted by its calibration on public B200 points (docs/timing_calibration.json
-`fitted_overrides`), then FILE's rows with --costs. Beside the figures: the calibration's error band (the held-out
+`fitted_overrides`: the table's values), then FILE's rows with --costs. Beside the figures: the calibration's error band (the held-out
 dual-GEMM consecutive-version delta RMS, what a difference between two configs must exceed to mean anything, and the
 held-out absolute error). Every figure is "timed": the timed emulator's, not a measurement.
 
@@ -46,7 +46,6 @@ if str(REPO) not in sys.path:  # run as a script: make `tools` importable
     sys.path.insert(0, str(REPO))
 from tools import preflight, sol  # noqa: E402
 
-CALIBRATION = REPO / "docs" / "timing_calibration.json"
 BEGIN = "# >>> config table (tools/tune.py --write rewrites this block)"
 END = "# <<< config table"
 ENTRY = re.compile(r"^\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)\s*:\s*(.+?),\s*$")
@@ -235,19 +234,6 @@ def print_tune(out: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- dry run (no GPU)
-def calibration_band(path: Path = CALIBRATION) -> dict:
-    """What the timed emulator's calibration on public B200 points says about its figures (docs/timing_calibration.json,
-    with its fitted constants): the fitted constants, the held-out dual-GEMM consecutive-version delta RMS (the error on
-    a change of design: a difference between two configs below it is not a result) and the held-out absolute error."""
-    rep = json.loads(Path(path).read_text())
-    s = rep["summary"]
-    deltas, points = s["timed_fitted_us:deltas_dual"], s["timed_fitted_us:holdout"]
-    return {"source": str(Path(path).relative_to(REPO)) if Path(path).is_relative_to(REPO) else str(path),
-            "engine": rep.get("engine", "unknown"), "fitted_overrides": dict(rep["fitted_overrides"]),
-            "delta_rms": deltas["rms"], "delta_n": deltas["n"],
-            "abs_median": points["median_abs"], "abs_max": points["max_abs"], "abs_n": points["n"]}
-
-
 def time_candidate(submission: str, shape: tuple, config_name: str, overrides: dict) -> dict:
     """One (shape, config) in the timed emulator (run in a worker process): the per-call time, what binds, and the
     emulated check of C on the clusters it simulated."""
@@ -255,7 +241,7 @@ def time_candidate(submission: str, shape: tuple, config_name: str, overrides: d
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from emu.timing import costs as cost_table
-    from emu.timing.call import timed_emulate
+    from harness.timed import timed_emulate
 
     t0 = time.time()
     row = {"shape": list(shape), "config": config_name}
@@ -277,6 +263,7 @@ def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int) ->
     """{(shape, config name): time_candidate row} for every (shape, config) of todo, `jobs` processes at a time, a
     line on stderr as each finishes. Fresh (spawned) processes: the parent has the DSL loaded, a fork would copy it."""
     out = {}
+    t0 = time.time()
     with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(time_candidate, str(submission), shape, name, overrides): (shape, name)
                    for shape, name in todo}
@@ -284,8 +271,9 @@ def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int) ->
             shape, name = futures[fut]
             row = out[(shape, name)] = fut.result()
             figure = f"{row['timed_us']:.2f} us (timed)" if "timed_us" in row else "no time"
+            left = (time.time() - t0) / i * (len(todo) - i)  # the mean so far, for the runs still to come
             print(f"tune --dry-run: timed {i}/{len(todo)} {str(shape[:3])} {name}: {figure}, {row['status']} "
-                  f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
+                  f"({row['seconds']:.0f} s; about {left / 60:.0f} min left)", file=sys.stderr, flush=True)
     return out
 
 
@@ -320,17 +308,22 @@ def dry_run(args) -> dict:
     if not unique:
         raise SystemExit(f"tune --dry-run: no candidate config{' named ' + args.configs if wanted else ''} for the "
                          "benchmark shapes")
-    band = calibration_band()
+    from calibration.timing import error_band
     from emu.timing import costs as cost_table
 
+    band = error_band()
     file_rows = cost_table.read_overrides(args.costs) if args.costs else {}
-    overrides = {**band["fitted_overrides"], **file_rows}  # FILE's rows win
+    overrides = file_rows  # after the table's own values, the fitted constants included
     tools = {n: preflight.find_tool(n) for n in ("ptxas", "cuobjdump")}
     pf_args = argparse.Namespace(submission=args.submission, timeout=args.timeout, keep=None,
                                  progress=("tune --dry-run", itertools.count(1), len(unique)))
+    runs = sum(len(v) for v in cands.values())
     print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time, then timing "
-          "each that compiles cleanly at every benchmark shape in the timed emulator (a line per config and per "
-          "(shape, config) as it finishes; the ranking comes at the end)", file=sys.stderr, flush=True)
+          f"each that compiles cleanly at every benchmark shape in the timed emulator: up to {runs} timed runs of "
+          f"about {TIMED_RUN_MIN[0]}-{TIMED_RUN_MIN[1]} min each on one CPU, so about "
+          f"{runs * TIMED_RUN_MIN[0] / max(1, args.jobs) / 60:.1f}-{runs * TIMED_RUN_MIN[1] / max(1, args.jobs) / 60:.1f}"
+          f" h with --jobs {args.jobs} (a line per config and per (shape, config) as it finishes, with the time left; "
+          "the ranking comes at the end)", file=sys.stderr, flush=True)
     capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
     compiled = {}
     with tempfile.TemporaryDirectory(prefix="tune_dry_") as tmp, ThreadPoolExecutor(args.jobs) as pool:

@@ -20,10 +20,10 @@ simulated CTAs). `--full-grid` simulates every cluster instead (its error agains
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 
 from .. import ptx as ptx_mod
+from ..device import B200_LIMITS
 from ..machine import Deadlock, Machine, role_of
 from ..state import EmulatorError, Hazard
 from .costs import load
@@ -31,8 +31,6 @@ from .engine import TimedMachine, utilisation
 from .resources import SM, Bandwidth
 from .trace import Trace
 
-SMEM_PER_SM = 233472  # bytes of shared memory per SM on sm_100 (228 KB; 227 KB = 232448 usable by one block)
-THREADS_PER_SM = 2048
 
 
 @dataclass
@@ -69,7 +67,7 @@ def occupancy(cap) -> int:
     static = 1024  # the CuTe DSL's static shared memory; NVCC kernels declare theirs in the PTX (dynamic here)
     smem = cap.dynamic_smem + static
     threads = cap.block[0] * cap.block[1] * cap.block[2]
-    return max(1, min(SMEM_PER_SM // max(smem, 1), THREADS_PER_SM // max(threads, 1)))
+    return max(1, min(B200_LIMITS["smem_per_sm"] // max(smem, 1), B200_LIMITS["threads_per_sm"] // max(threads, 1)))
 
 
 def plan(machine: Machine, costs, full_grid: bool = False) -> tuple[list, int, int]:
@@ -171,31 +169,3 @@ def _phases(marks: dict, costs, start: float) -> dict:
 def _binds(util: dict) -> str:
     top = sorted(util.items(), key=lambda kv: -kv[1])[:3]
     return ", ".join(f"{k} {v:.0%}" for k, v in top)
-
-
-def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
-                  seed: int = 1111, submission=None, costs=None, full_grid: bool = False, trace: bool = False,
-                  progress=None, sched_seed: int = 0, dsl: str = "default", host_path: str = "tvm_ffi"):
-    """Our kernel (submission.py or a copy) at one shape: (EmulationResult of the simulated clusters' C, TimedCall)."""
-    from .. import run as run_mod
-
-    t0 = time.time()
-    submission = submission or run_mod.REPO / "submission.py"
-    prep = run_mod.prepare(m, n, k, l, config_name, mode, seed, submission, None, None, dsl, host_path)
-    if isinstance(prep, run_mod.EmulationResult):
-        return prep, None
-    import reference
-
-    timed = timed_run(prep.cap, prep.gmem, costs, sched_seed, full_grid, trace, progress)
-    res = run_mod.EmulationResult(timed.status, prep.config.name, (m, n, k, l), mode, message=timed.message)
-    res.launch = run_mod.launch_summary(prep.cap, host_path)
-    res.clusters_run, res.clusters_total = timed.clusters_simulated, timed.clusters_total
-    res.stats = timed.stats
-    if timed.status == "completed":
-        res.notes = list(timed.machine.notes.values())
-        res.profile = prep.profile_words()
-        res.status, res.message, res.checked_elements = run_mod._compare(
-            reference, prep.config, prep.data, prep.gmem, prep.addresses, timed.machine, m, n, l,
-            res.clusters_run == res.clusters_total)
-    res.seconds = time.time() - t0
-    return res, timed

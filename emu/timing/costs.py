@@ -1,6 +1,7 @@
 """The timing model's constants: emu/timing/b200.yaml, one row per constant with its value, unit and source.
 
-    costs = load()                      # the table as published
+    costs = load()                      # the table as published: fitted rows at their fitted value
+    costs = load(prior=True)            # fitted rows at their prior (the value before the calibration's fit)
     costs = load(overrides={"l2_to_sm_bytes_per_clk": 96})   # a fit or an experiment
     costs = load(overrides=read_overrides("build/profile/costs_fitted.yaml"))   # tools/profile.py's fit
     costs.hbm_bytes_per_clk             # converted to the units the engine uses (cycles, bytes per cycle)
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from ..device import SM_COUNT
+
 TABLE = Path(__file__).with_name("b200.yaml")
 UNITS = {"cycles", "bytes/cycle", "bytes/cycle/SM", "GHz", "TB/s", "us", "count", "MAC/cycle/SM", "cycles/MMA",
          "bytes"}
@@ -28,6 +31,7 @@ class Row:
     source: str
     note: str = ""
     fitted: bool = False
+    prior: float | None = None  # a fitted row's value before the fit
 
 
 class Costs:
@@ -37,6 +41,11 @@ class Costs:
         self.rows = rows
         for name, row in rows.items():
             setattr(self, name, row.value)
+
+    @property
+    def sm_count(self) -> int:
+        """The B200's SMs: a count, not a rate, so emu.device holds it (the one home of the chip's counts)."""
+        return SM_COUNT
 
     @property
     def clock_hz(self) -> float:
@@ -68,6 +77,10 @@ class Costs:
                 return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
         return vals[-1][1] * n / vals[-1][0]
 
+    def prior_values(self) -> dict:
+        """{fitted row: its prior}: overrides that give the table before the fit."""
+        return {r.name: r.prior for r in self.rows.values() if r.fitted}
+
     def describe(self) -> str:
         return ", ".join(f"{r.name}={r.value:g} {r.unit}" for r in self.rows.values() if r.fitted)
 
@@ -82,7 +95,8 @@ def read_overrides(path: Path | str) -> dict:
     return {str(k): float(v) for k, v in table.items()}
 
 
-def load(path: Path | str = TABLE, overrides: dict | None = None) -> Costs:
+def load(path: Path | str = TABLE, overrides: dict | None = None, prior: bool = False) -> Costs:
+    """The table (fitted rows at their fitted value; at their prior with prior=True), then `overrides`."""
     raw = yaml.safe_load(Path(path).read_text())
     rows = {}
     for name, entry in raw["constants"].items():
@@ -91,11 +105,15 @@ def load(path: Path | str = TABLE, overrides: dict | None = None) -> Costs:
             raise ValueError(f"{path}: constant {name} lacks {sorted(missing)}")
         if entry["unit"] not in UNITS:
             raise ValueError(f"{path}: constant {name} has unknown unit {entry['unit']!r}")
-        rows[name] = Row(name, float(entry["value"]), entry["unit"], entry["source"], entry.get("note", ""),
-                         bool(entry.get("fitted", False)))
+        fitted = bool(entry.get("fitted", False))
+        if fitted != ("prior" in entry):
+            raise ValueError(f"{path}: constant {name}: a fitted row has a prior, and only a fitted row")
+        value = float(entry["prior"] if prior and fitted else entry["value"])
+        rows[name] = Row(name, value, entry["unit"], entry["source"], entry.get("note", ""), fitted,
+                         float(entry["prior"]) if fitted else None)
     for name, value in (overrides or {}).items():
         if name not in rows:
             raise ValueError(f"override {name}: no such constant in {path}")
         r = rows[name]
-        rows[name] = Row(name, float(value), r.unit, r.source, r.note, r.fitted)
+        rows[name] = Row(name, float(value), r.unit, r.source, r.note, r.fitted, r.prior)
     return Costs(rows)

@@ -6,7 +6,7 @@ dual_gemm/others/arseni.py). Three kernels, chosen by shape in his custom_kernel
 (compile_small_cluster); else the same class with cluster 1x2 (A multicast). None is persistent. His source is NOT
 copied into this repository: the file is read at run time.
 
-    python -m emu.calibration.arseni [--src FILE] [--configs NAME,...|all] [--modes strict,leaderboard] [--json OUT]
+    python -m calibration.arseni [--src FILE] [--configs NAME,...|all] [--modes strict,leaderboard] [--json OUT]
 
 FILE: $ARSENI_DUAL_GEMM, else /tmp/arseni/arseni.py (save dual_gemm/others/arseni.py of Ozamatash/nvfp4_gpumode at
 commit 1dc9713c534731093125c3ce7adb180da2bcfe9c there; needs the network, which CI lacks: tests skip with the reason).
@@ -21,12 +21,12 @@ Steps per kernel (each mechanical):
    of Python ints as dynamic Int32 arguments (his custom_kernel calls the compiled function with the real
    (m, n, k, l)) where 4.8.1 bakes them in as constants: the worker hands cute.compile Int32(0) for each.
    The compiled function is written out with export_to_c (plain C ABI).
-2. Capture the launch: the exported host code, linked with emu/launch_stubs.c, is called once through its C entry
+2. Capture the launch: the exported host code, linked with harness/launch_stubs.c, is called once through its C entry
    with the emulated addresses of the 7 tensors his custom_kernel passes (a, b1, b2, the three *_permuted scale
    tensors, c) and the problem size (m, n, k, l); the cudaLaunchKernelEx stand-in records grid, block, cluster,
-   shared memory and parameter bytes (emu.launch.call_host_c_abi).
-3. Inputs from reference.generate_input in both modes as the leaderboard's tensors (emu.run.place_inputs), C NaN;
-   emu.run.execute; C compared with reference.ref_kernel under the leaderboard tolerance.
+   shared memory and parameter bytes (harness.capture.call_host_c_abi).
+3. Inputs from reference.generate_input in both modes as the leaderboard's tensors (harness.problems.place_inputs), C NaN;
+   emu.run_kernel; C compared with reference.ref_kernel under the leaderboard tolerance.
 
 Configs: "small" (256x256x512, his M <= 256 kernel), "c1x1" (512x256x512, his M > 256, N < 3000 kernel), "c1x2"
 (384x3072x256, his N >= 3000 kernel: 36 clusters), each the kernel his custom_kernel picks for that shape;
@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ARSENI_REPO = "Ozamatash/nvfp4_gpumode"
 ARSENI_COMMIT = "1dc9713c534731093125c3ce7adb180da2bcfe9c"
 ARSENI_PATH = "dual_gemm/others/arseni.py"
@@ -97,7 +97,7 @@ def find_source() -> tuple[Path | None, str]:
 # ============================================================================ compile (worker subprocess)
 def compile_artifacts(source: Path, kernel: str) -> Path:
     """Folder with kernel.ptx, kernel.o, <EXPORT_PREFIX>.h and meta.json for one of his kernels; cached."""
-    from emu.launch import cached_compile, installed_dsl
+    from harness.capture import cached_compile, installed_dsl
 
     source = Path(source).resolve()
     key = {"source": hashlib.sha256(source.read_bytes()).hexdigest(), "dsl": installed_dsl(), "kernel": kernel,
@@ -156,7 +156,8 @@ def _compile_worker(job_path: str) -> None:
 
 
 def capture(art: Path, addr: dict, m: int, n: int, k: int):
-    from emu.launch import CapturedLaunch, call_host_c_abi
+    from emu.launch import CapturedLaunch
+    from harness.capture import call_host_c_abi
 
     ptx = (art / "kernel.ptx").read_text()
     args = [(f"{x}_ptr", ctypes.c_void_p(int(addr[x]))) for x in ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")]
@@ -206,8 +207,9 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
     import torch
 
     import reference
-    from emu.launch import LaunchError
-    from emu.run import _check, _reference_tile, execute, place_inputs
+    from harness.capture import LaunchError
+    from emu import run_kernel
+    from harness.problems import DUAL_GEMM, check_c, place_inputs
     from emu.state import GlobalMemory
 
     t0 = time.time()
@@ -220,12 +222,12 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
     addr = place_inputs(gmem, data, m, n, k, 1)
     try:
         cap = capture(art, addr, m, n, k)
-    except LaunchError as e:  # the launch stand-ins refuse what a B200 refuses (emu.launch B200_LIMITS)
+    except LaunchError as e:  # the launch stand-ins refuse what a B200 refuses (emu.device B200_LIMITS)
         res.status, res.message, res.seconds = "launch", str(e), time.time() - t0
         return res
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "dsl_version": cap.dsl_version}
-    run = execute(cap, gmem, sched_seed, clusters)
+    run = run_kernel(cap, gmem, sched_seed, clusters)
     res.status, res.message = run.status, run.message
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
@@ -234,10 +236,10 @@ def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_
         raw = gmem.read(addr["c"], m * n * 2).view(np.float16)
         out = torch.from_numpy(raw.copy()).reshape(m, n, 1)
         if run.clusters_run == run.clusters_total:
-            ok, msg = _check(out, reference.ref_kernel(data))
+            ok, msg = check_c(out, reference.ref_kernel(data))
         else:  # the rows / columns of C the chosen clusters stored
-            ok, msg = _check_written(run.machine.store_log, addr["c"], m, n, out, data, reference, _check,
-                                     _reference_tile)
+            ok, msg = _check_written(run.machine.store_log, addr["c"], m, n, out, data, reference, check_c,
+                                     DUAL_GEMM.reference_tile)
         res.status, res.message = ("match" if ok else "mismatch"), msg
     res.seconds = time.time() - t0
     return res

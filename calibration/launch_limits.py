@@ -1,6 +1,6 @@
 """Does a kernel's 1 KiB of cubin "static" shared memory count against the per-block opt-in maximum? (GPU probe)
 
-The launch stand-ins (emu/launch_stubs.c) refuse a launch whose dynamic shared memory plus the cubin's static shared
+The launch stand-ins (harness/launch_stubs.c) refuse a launch whose dynamic shared memory plus the cubin's static shared
 memory (.nv.shared.<kernel>, what cuobjdump reports as SHARED) exceeds the opt-in maximum per block (232448 bytes on
 sm_90 and sm_100), as the CUDA runtime documents for cudaFuncAttributeMaxDynamicSharedMemorySize. CuTe DSL kernels
 declare only `.extern .shared .align 1024` memory, yet their cubins report 1024 bytes of static shared memory, and
@@ -10,7 +10,7 @@ to 16, 128 and 1024 bytes, JIT-compiled by the driver, it records the static siz
 address where the array starts, whether cuFuncSetAttribute accepts MAX_DYNAMIC_SHARED_SIZE_BYTES = opt-in and
 opt-in - static, and whether launches with those dynamic sizes succeed.
 
-    python -m emu.calibration.launch_limits [--out DIR]      # on a lent H100/H200 (sm_90: same 228/227 KiB limits)
+    python -m calibration.launch_limits [--out DIR]      # on a lent H100/H200 (sm_90: same 228/227 KiB limits)
 
 Needs only the CUDA driver (libcuda.so.1, through ctypes). Writes DIR/launch_limits.json (default $OUT or .) and
 prints it; exit 2 where no CUDA driver or GPU is present. The answer is measured on the card it ran on (sm_90), and

@@ -3,15 +3,15 @@
 block-scaled GEMM example (examples/python/CuTeDSL/cute/blackwell/kernel/blockscaled_gemm/
 dense_blockscaled_gemm_persistent.py of NVIDIA/cutlass), which is NOT copied into this repository.
 
-    python -m emu.calibration.nvidia_example --example PATH [--configs 1cta,2cta,...] [--seed S] [--json OUT]
-    python -m emu.calibration.nvidia_example --from-mirror [--mirror DIR] [--mirror-rev REV] ...
+    python -m calibration.nvidia_example --example PATH [--configs 1cta,2cta,...] [--seed S] [--json OUT]
+    python -m calibration.nvidia_example --from-mirror [--mirror DIR] [--mirror-rev REV] ...
 
 For each config (NVFP4: A/B Float4E2M1FN, SF Float8E4M3FN, sf_vec_size 16, acc Float32, C Float16/Float32):
 1. compile (worker subprocess: CUTE_DSL_ARCH=sm_100a and CUTE_DSL_KEEP_PTX=1 are set before cutlass is
    imported) with the example's own compile path: its `scaled_mm(...)`, i.e. `cute.compile(gemm, make_ptr(..., 0,
    ...) x5, layouts, (Int32(0),)*4, max_active_clusters, stream)`; the compiled function is exported with
    `export_to_c` (plain C ABI: header + object with the real host code and the embedded cubin).
-2. capture the real launch: the object is linked with emu/launch_stubs.c (emu.launch.build_library) and its
+2. capture the real launch: the object is linked with harness/launch_stubs.c (harness.capture.build_library) and its
    host entry is called through ctypes with the global addresses of emulated buffers holding the inputs and
    the problem size; the cudaLaunchKernelEx stand-in records grid, block, cluster, dynamic smem, parameter bytes.
 3. run every warp of every cluster in emu.machine.Machine, read C back, compare with an independent float64
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = Path("/work/.mirror/NVIDIA+cutlass/repo")
 EXAMPLE_IN_REPO = ("examples/python/CuTeDSL/cute/blackwell/kernel/blockscaled_gemm/"
                    "dense_blockscaled_gemm_persistent.py")
@@ -123,7 +123,7 @@ def find_example(env_var: str = "NVIDIA_BLOCKSCALED_EXAMPLE") -> tuple[Path | No
 # ============================================================================ compile (worker subprocess)
 def compile_artifacts(example: Path, cfg: CalConfig) -> Path:
     """Directory with kernel.ptx, kernel.o (export_to_c object), emu_cal.h, meta.json; cached."""
-    from emu.launch import cached_compile, installed_dsl
+    from harness.capture import cached_compile, installed_dsl
 
     example = Path(example).resolve()
     key = {"example": hashlib.sha256(example.read_bytes()).hexdigest(), "dsl": installed_dsl(),
@@ -165,7 +165,7 @@ def _compile_worker(job_path: str) -> None:
         raise RuntimeError(f"expected one PTX file in the dump, found {[p.name for p in ptxs]}")
     shutil.copy(ptxs[0], out / "kernel.ptx")
     compiled.export_to_c(str(out), EXPORT_PREFIX)
-    os.replace(out / f"{EXPORT_PREFIX}.o", out / "kernel.o")  # emu.launch.build_library links <art>/kernel.o
+    os.replace(out / f"{EXPORT_PREFIX}.o", out / "kernel.o")  # harness.capture.build_library links <art>/kernel.o
     (out / "meta.json").write_text(json.dumps({
         "dsl_version": str(getattr(cutlass, "__version__", "") or importlib.metadata.version("nvidia-cutlass-dsl")),
         "import_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2), "ptx_file": ptxs[0].name,
@@ -176,7 +176,8 @@ def _compile_worker(job_path: str) -> None:
 def capture(art: Path, addresses: dict, shape: tuple):
     """Call the example's exported host entry (plain C ABI of export_to_c: a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr,
     the four int32 problem sizes, its queue argument) once; return an emu.launch.CapturedLaunch."""
-    from emu.launch import CapturedLaunch, call_host_c_abi
+    from emu.launch import CapturedLaunch
+    from harness.capture import call_host_c_abi
 
     ptx = (art / "kernel.ptx").read_text()
     args = [(f"{x}_ptr", ctypes.c_void_p(int(addresses[x]))) for x in ("a", "b", "sfa", "sfb", "c")]
@@ -282,7 +283,7 @@ def calibrate_one(example: Path, cfg: CalConfig, seed: int = 0, sched_seed: int 
                   place_scales=None) -> CalResult:
     """Compile (cached), capture, emulate and check one config. place_scales: (L, MN, SF_K) scale bytes -> the bytes
     placed in global memory (default blocked_scale_bytes; tests pass a wrong layout to prove the check bites)."""
-    from emu.run import execute
+    from emu import run_kernel
     from emu.state import GlobalMemory
 
     place_scales = place_scales or blocked_scale_bytes
@@ -305,7 +306,7 @@ def calibrate_one(example: Path, cfg: CalConfig, seed: int = 0, sched_seed: int 
     t2 = time.time()
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "kernel": cap.kernel_name[:80]}
-    run = execute(cap, gmem, sched_seed, progress=progress)
+    run = run_kernel(cap, gmem, sched_seed, progress=progress)
     res.status, res.message = run.status, run.message
     if run.status == "completed":
         raw = gmem.read(addresses["c"], l * m * n * c_bytes)

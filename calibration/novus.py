@@ -5,7 +5,7 @@ problem (novus677/nvfp4_dual_gemm @ 4670b25423de, nvfp4_dual_gemm.cu with tcgen0
 by plain bulk copies, silu exact or via tanh.approx, a transposed-C variant). His source is NOT copied into this
 repository: the three files are read from a folder at run time.
 
-    python -m emu.calibration.novus [--src DIR] [--configs NAME,...|all] [--modes strict,leaderboard] [--json OUT]
+    python -m calibration.novus [--src DIR] [--configs NAME,...|all] [--modes strict,leaderboard] [--json OUT]
 
 DIR: $NOVUS_DUAL_GEMM_SRC, else /tmp/novus. To fill it (needs the network, which CI lacks: tests skip with the reason),
 save the three files of novus677/nvfp4_dual_gemm at commit 4670b25423deb35866db475bfd1cc0bd9f34a6e4 there.
@@ -26,10 +26,10 @@ Steps per config (each mechanical, so a reviewer can redo them by hand):
    (rank 2, 16U4_ALIGN8B -> hardware code 11, dims {K, rows}, stride {K/2}, box {BLOCK_K, BLOCK_M or BLOCK_N},
    SWIZZLE_128B -> 3, interleave / L2 / OOB fill NONE); parameters in PTX order: M, N (int32), the three maps by
    value, SFA/SFB1/SFB2 (the *_permuted tensors' data pointers, data[6..8]), C.
-5. Inputs from reference.generate_input in both modes, laid out as the leaderboard's tensors (emu.run.place_inputs);
+5. Inputs from reference.generate_input in both modes, laid out as the leaderboard's tensors (harness.problems.place_inputs);
    C poisoned NaN. For the TRANSPOSE variant his entry returns C.view({N, M, 1}).transpose(0, 1): C's buffer is read
    as [N, M] and transposed before the check.
-6. emu.run.execute -> compared with reference.ref_kernel under the leaderboard tolerance.
+6. emu.run_kernel -> compared with reference.ref_kernel under the leaderboard tolerance.
 
 Configs: his dispatch table (DISPATCH) picks template arguments by exact (M, N, K). "test" runs his own launch for
 the test shape 256x512x256 (K/256 = 1 < 4 stages); "bench3"/"bench4" his launches for two benchmark shapes at full
@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 NOVUS_REPO = "novus677/nvfp4_dual_gemm"
 NOVUS_COMMIT = "4670b25423deb35866db475bfd1cc0bd9f34a6e4"
 FILES = ("nvfp4_dual_gemm.cu", "tcgen05-interface.cuh", "tma-interface.cuh")
@@ -196,13 +196,13 @@ def device_source(src: str, inst: str) -> tuple[str, list[str]]:
 
 
 def compile_ptx(cu_text: str) -> tuple[str, dict]:
-    from emu.calibration.gau import _include_dirs, _nvcc  # the pip nvcc and its headers, found as for gau-nernst's
+    from calibration.gau import include_dirs, nvcc_path  # the pip nvcc and its headers, found as for gau-nernst's
 
     import subprocess
     import tempfile
 
-    nvcc = _nvcc()
-    tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in _include_dirs(nvcc)]
+    nvcc = nvcc_path()
+    tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in include_dirs(nvcc)]
     key = hashlib.sha256((cu_text + "\0" + " ".join(tail) + "\0" + str(nvcc)).encode()).hexdigest()[:20]
     d = Path(tempfile.gettempdir()) / "emu_calibrate_novus" / key
     ptx = d / "kernel.ptx"
@@ -280,7 +280,8 @@ def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_s
 
     import reference
     from emu.launch import CapturedLaunch
-    from emu.run import _check, _reference_tile, execute, place_inputs
+    from emu import run_kernel
+    from harness.problems import DUAL_GEMM, check_c, place_inputs
     from emu.state import GlobalMemory
 
     t0 = time.time()
@@ -303,7 +304,7 @@ def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_s
     cap = CapturedLaunch(ptx=ptx, kernel_name=name, grid=hl["grid"], block=hl["block"], cluster=hl["cluster"],
                          dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="")
     res.launch = {k_: hl[k_] for k_ in ("grid", "block", "cluster", "dynamic_smem", "instantiation")}
-    run = execute(cap, gmem, sched_seed, clusters)
+    run = run_kernel(cap, gmem, sched_seed, clusters)
     res.status, res.message = run.status, run.message
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
@@ -314,11 +315,11 @@ def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_s
         c = raw.reshape(n, m).T if transpose else raw.reshape(m, n)
         out = torch.from_numpy(np.ascontiguousarray(c)).reshape(m, n, 1)
         if run.clusters_run == run.clusters_total:
-            ok, msg = _check(out, reference.ref_kernel(data))
+            ok, msg = check_c(out, reference.ref_kernel(data))
         else:  # the tiles the chosen CTAs wrote
             ok, msg = True, ""
             for rs, cs in _written_tiles(run, addr["c"], m, n, cfg.launch[1], cfg.launch[2], transpose):
-                ok, msg = _check(out[rs, cs, 0], _reference_tile(reference, data, rs, cs, 0))
+                ok, msg = check_c(out[rs, cs, 0], DUAL_GEMM.reference_tile(reference, data, rs, cs, 0))
                 if not ok:
                     msg = f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}"
                     break

@@ -3,8 +3,8 @@
 The module tests/data/emu_alu_probe.ptx (hand-written, .target sm_90a) holds four kernels; see its header.
 The same parameter bytes, the same inputs and the same launch shapes go to both sides.
 
-    python -m emu.calibration.alu --gpu OUT.npz          # on a CUDA machine (ctypes on libcuda + CuPy memory)
-    python -m emu.calibration.alu --emulate FIXTURE.npz [--seed S ...]   # here: emulator vs the GPU's fixture
+    python -m calibration.alu --gpu OUT.npz          # on a CUDA machine (ctypes on libcuda + CuPy memory)
+    python -m calibration.alu --emulate FIXTURE.npz [--seed S ...]   # here: emulator vs the GPU's fixture
 
 The fixture (tests/data/emu_alu_probe_h200.npz) holds the inputs, every kernel's raw output words from the GPU
 and the card's name; tests/test_emu_alu.py runs the emulator on it with several scheduler seeds.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PTX_PATH = REPO / "tests" / "data" / "emu_alu_probe.ptx"
 FIXTURE = REPO / "tests" / "data" / "emu_alu_probe_h200.npz"
 

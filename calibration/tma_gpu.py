@@ -8,7 +8,7 @@
    into (1024-aligned base + dst_offset), then the whole window is dumped. Global data: byte i of the tensor
    allocation is pattern(i) (below), so the emulator can rebuild it.
 
-    python -m emu.calibration.tma_gpu OUT_DIR
+    python -m calibration.tma_gpu OUT_DIR
 Writes OUT_DIR/tma_encode.json and OUT_DIR/tma_loads.npz (+ a log on stdout).
 """
 import ctypes

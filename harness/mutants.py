@@ -34,7 +34,7 @@ class Mutant:
     def caught(self, result) -> bool:
         """Reported: a failing status, or a Note whose rule the mutant names (a model violation that hardware-verified
         kernels survive is a Note, not a failure: the planted bug still shows, under its rule). `result`: an
-        emu.run.EmulationResult or one schedule's emu.run.ScheduleRun."""
+        harness.verdict.EmulationResult or one schedule's harness.verdict.ScheduleRun."""
         return result.status in self.caught_by or any(f"note:{n.rule}" in self.caught_by for n in result.notes)
 
     def source(self, text: str) -> str:
@@ -123,7 +123,7 @@ MUTANTS = (
            'f"@e {mma}.collector::a::lastuse [$0], ad, bd1, id, [$5], [$6], p;\\n"', C2_AC, (256, 256, 512, 1)),
     Mutant("accumulate_not_reset", "accumulator not cleared between tiles",
            "                tiled_mma.set(tcgen05.Field.ACCUMULATE, False)\n", "", C1, (128, 512, 512, 1), sm_count=2),
-    # ---- launch: limits a B200 enforces when it launches (emu.launch B200_LIMITS, the runtime stand-ins)
+    # ---- launch: limits a B200 enforces when it launches (emu.device B200_LIMITS, the runtime stand-ins)
     Mutant("smem_over_capacity", "shared memory request above the B200's 232448 bytes per block",
            "SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 + 16384  #", C1, (128, 256, 512, 1), family="launch"),
     Mutant("tmem_oversubscribed", "two co-resident CTAs each holding all 512 tensor-memory columns",
@@ -161,7 +161,7 @@ MUTANTS = (
            family="schedule"),
     Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
            "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule"),
-    # ---- wrap: only several tiles per CTA show it (emu.run.default_sm_count)
+    # ---- wrap: only several tiles per CTA show it (harness.verdict.default_sm_count)
     Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",
            "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, self.accs_per_stage * acc_consumer_state.index)]",
            "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, 0)]", C1, (128, 512, 512, 1), family="wrap"),
@@ -244,12 +244,12 @@ MUTANTS = (
 
 
 def catch_table(schedules: int = 10, names=None, progress=print) -> list:
-    """Run each mutant (or those named) over `schedules` schedules (emu.run.schedules_for: the default verdict's
+    """Run each mutant (or those named) over `schedules` schedules (harness.verdict.schedules_for: the default verdict's
     first) with every schedule run to its end; one row per mutant."""
     import tempfile
     import time
 
-    from .run import DEFAULT_SCHEDULES, emulate
+    from .verdict import DEFAULT_SCHEDULES, emulate
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -292,7 +292,7 @@ def markdown(rows: list) -> str:
 
 
 def main(argv=None) -> int:
-    """python -m emu.mutants [--schedules N] [--names a,b] [--json PATH]: the catch-rate table (emulated)."""
+    """python -m harness.mutants [--schedules N] [--names a,b] [--json PATH]: the catch-rate table (emulated)."""
     import argparse
     import json
 

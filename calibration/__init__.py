@@ -1,6 +1,7 @@
-"""How the emulator is checked against hardware and hardware-verified code (its audience: whoever changes emu/).
+"""The calibration layer: the emulator judged against hardware and hardware-verified code (its audience: whoever
+changes emu/ or the harness). Only tools, probes and tests import it; it imports emu/ and the harness.
 
-Each module is one calibration family, runnable from the repository root as `python -m emu.calibration.NAME`:
+Each module is one calibration family, runnable from the repository root as `python -m calibration.NAME`:
   alu            the non-tcgen05 instruction forms against a lent H100/H200 (fixture tests/data/emu_alu_probe_h200.npz)
   tma_gpu        TMA tile loads and tensor-map encodings against a lent H100/H200 (fixtures in tests/data)
   gpu_probes     the GPU probes' own kernels (probes/tma_loads.py, probes/epilogue.py) run in the emulator
@@ -13,6 +14,8 @@ Each module is one calibration family, runnable from the repository root as `pyt
   mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C
   launch_limits  whether a kernel's 1 KiB of cubin static shared memory counts against the opt-in maximum per block
                  (the launch stand-ins' rule) on a lent H100/H200
+  timing         the timed emulator against public B200 times (b200_points.json): the fit, the held-out report
+  ptx_launch     load a plain-PTX module with the CUDA driver and launch it (the MUFU and %globaltimer probes)
 Public sources are fetched by path at a pinned commit and never copied into this repository.
-The emulator core (emu/*.py) never imports this package.
+Neither emu/ nor the harness imports this package.
 """

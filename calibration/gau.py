@@ -3,7 +3,7 @@
 
 gau-nernst/gpu-mode-kernels @ aee9cda6b6444f774ce5eaee1ec1a5c84acaa521 keeps one file per version of his
 leaderboard submissions with per-version B200 times in each problem's README: nvidia/nvfp4_dual_gemm (v1 ... v2, this
-problem) and nvidia/nvfp4_gemm (v0 ... v4, the single NVFP4 GEMM). emu/calibration/b200_points.json lists every
+problem) and nvidia/nvfp4_gemm (v0 ... v4, the single NVFP4 GEMM). calibration/b200_points.json lists every
 (version, shape) time with its design and the fit/holdout split. This module runs each version's own device code, with
 the launch his host code makes, in the emulator (functional: no timing), and exposes that to the timed judge:
 
@@ -11,7 +11,7 @@ the launch his host code makes, in the emulator (functional: no timing), and exp
     prep = prepare("dual/v1b", shape=(256, 256, 512), mode="leaderboard", sources=DIR)
     prep = prepare_point(point, sources=DIR)                          # a record of judged_points()
     prep.launches       # emu.launch.CapturedLaunch per kernel launch, in order (.ptx .grid .block .cluster
-                        # .dynamic_smem .params .launch_attrs: what emu.run.execute / emu.timing take)
+                        # .dynamic_smem .params .launch_attrs: what emu.run_kernel / emu.timing take)
     prep.gmem           # emu.state.GlobalMemory: inputs placed, C poisoned NaN, his fp32 workspaces zeroed
     prep.check(gmem, machine) -> (status, message, checked_elements)   # machine: the one that ran the last launch;
                         # checks the elements the clusters run computed completely (any subset of clusters)
@@ -19,8 +19,8 @@ the launch his host code makes, in the emulator (functional: no timing), and exp
 A prepared gmem is consumed by one run: prepare again for another.
 
 CLI (one line per point on stderr, a summary on stdout; exit 0 only if every run matches):
-    python -m emu.calibration.gau --points all --sources DIR [--full-size] [--clusters N] [--modes strict,leaderboard]
-    python -m emu.calibration.gau --versions dual/v1b,gemm/v4 --sources DIR [--shape M,N,K]
+    python -m calibration.gau --points all --sources DIR [--full-size] [--clusters N] [--modes strict,leaderboard]
+    python -m calibration.gau --versions dual/v1b,gemm/v4 --sources DIR [--shape M,N,K]
 --points takes all, fit, holdout, dual, gemm or point ids; without --full-size every selected version runs on its
 family's small shapes (SMALL_SHAPES), with it each point runs at its benchmark shape.
 
@@ -63,9 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.calibration import gau_versions as gv
+from calibration import gau_versions as gv
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 GAU_REPO = "gau-nernst/gpu-mode-kernels"
 GAU_COMMIT = "aee9cda6b6444f774ce5eaee1ec1a5c84acaa521"
 FAMILY_DIRS = {"dual": "nvidia/nvfp4_dual_gemm", "gemm": "nvidia/nvfp4_gemm"}
@@ -129,7 +129,7 @@ def device_source(src: str, instantiation: str) -> tuple[str, list[str]]:
     return out, edits
 
 
-def _nvcc() -> Path:
+def nvcc_path() -> Path:
     if os.environ.get("NVCC"):
         return Path(os.environ["NVCC"])
     import nvidia  # the pip wheel's namespace package (nvidia-cuda-nvcc / cu13)
@@ -140,7 +140,7 @@ def _nvcc() -> Path:
     raise FileNotFoundError("no nvcc: install the CUDA 13 nvcc wheel or set $NVCC")
 
 
-def _include_dirs(nvcc: Path) -> list[Path]:
+def include_dirs(nvcc: Path) -> list[Path]:
     """The wheel's include dir (cuda.h, cudaTypedefs.h, cuda_fp16.h) + a CCCL dir holding <nv/target>."""
     inc = nvcc.parent.parent / "include"
     dirs = [inc]
@@ -159,7 +159,7 @@ def _include_dirs(nvcc: Path) -> list[Path]:
 def compiler_missing() -> str:
     """'' when nvcc and its headers are here, else why not (tests skip with it)."""
     try:
-        _include_dirs(_nvcc())
+        include_dirs(nvcc_path())
     except Exception as e:  # noqa: BLE001 (any reason the compiler is unusable is a reason to skip)
         return f"cannot compile his kernels: {e}"
     return ""
@@ -167,8 +167,8 @@ def compiler_missing() -> str:
 
 def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
     """nvcc -arch=sm_100a --ptx; cached by the hash of text, flags and nvcc path."""
-    nvcc = _nvcc()
-    cmd_tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in _include_dirs(nvcc)]
+    nvcc = nvcc_path()
+    cmd_tail = ["-arch=sm_100a", "--ptx"] + NVCC_FLAGS + [f"-I{d}" for d in include_dirs(nvcc)]
     key = hashlib.sha256((cu_text + "\0" + " ".join(cmd_tail) + "\0" + str(nvcc)).encode()).hexdigest()[:20]
     d = Path(tempfile.gettempdir()) / "emu_calibrate_gau" / f"{tag}-{key}"
     ptx = d / "kernel.ptx"
@@ -196,8 +196,8 @@ def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_e
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     import reference
-    from emu.launch import leaderboard_tensors
-    from emu.run import _torch_bytes, place_inputs
+    from harness.problems import dual_gemm_tensors
+    from harness.problems import place_inputs, torch_bytes
     from emu.state import GlobalMemory
 
     data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
@@ -206,12 +206,12 @@ def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_e
     if family == "dual":
         addresses = place_inputs(gmem, data, m, n, k, 1)
     else:
-        want = leaderboard_tensors(m, n, k, 1)
+        want = dual_gemm_tensors(m, n, k, 1)
         addresses = {}
         for name, idx, as_name in (("a", 0, "a"), ("b1", 1, "b"), ("sfa", 6, "sfa"), ("sfb1", 7, "sfb"), ("c", 9, "c")):
             t = data[idx]
             assert tuple(t.shape) == want[name][1] and tuple(t.stride()) == want[name][2], name
-            raw, offset = _torch_bytes(t)
+            raw, offset = torch_bytes(t)
             addresses[as_name] = gmem.alloc_array(raw) + offset
     if buf_elems:
         addresses["buf"] = gmem.alloc(buf_elems * 4, fill=0xFF if buf_poisoned else None)  # 0xFFFFFFFF: a NaN
@@ -226,7 +226,7 @@ def reference_block(family: str, data, rows, cols):
     import reference
     idx_r, idx_c = torch.as_tensor(np.asarray(rows)), torch.as_tensor(np.asarray(cols))
     a, b1, b2, sfa, sfb1, sfb2 = data[:6]
-    with torch.no_grad(), reference._ieee_fp32_matmul():
+    with torch.no_grad(), reference.ieee_fp32_matmul():
         a_rows = reference.dequantize(a[:, :, 0].view(torch.uint8)[idx_r], sfa[:, :, 0][idx_r])
 
         def product(b, sfb):
@@ -335,7 +335,7 @@ class Prepared:
         timed emulator ran one K slice of each tile it simulated)."""
         import torch
 
-        from emu.run import _check
+        from harness.problems import check_c
         m, n, _, _ = self.shape
         done = self.complete(gmem, machine)
         if every_cluster and not done.all():
@@ -350,7 +350,7 @@ class Prepared:
         sub = mask[np.ix_(rows, cols)]
         out = torch.from_numpy(self.result(gmem)[np.ix_(rows, cols)][sub])
         ref = reference_block(self.family, self.data, rows, cols).double().numpy()[sub]
-        ok, msg = _check(out, torch.from_numpy(ref))
+        ok, msg = check_c(out, torch.from_numpy(ref))
         written_note = "" if mask.all() else f" ({int(mask.sum())} of {m * n} elements computed by the clusters run)"
         dtype_note = ", fp32 result (his split-K buffer, as timed)" if self.plan.dtype == "fp32" else ""
         return ("match" if ok else "mismatch"), msg + written_note + dtype_note, int(mask.sum())

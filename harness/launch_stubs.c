@@ -1,6 +1,6 @@
 /* Stand-ins for the CUDA runtime entry points that the CuTe DSL's exported host code imports.
  *
- * Built by emu/launch.py together with the object file that `export_to_c` writes; nothing here touches a
+ * Built by harness/capture.py together with the object file that `export_to_c` writes; nothing here touches a
  * GPU. Every call is recorded so that Python can read back what the real host code asked for: the module
  * image (cudaLibraryLoadData), the kernel name (cudaLibraryGetKernel), the function attributes it set, and
  * the launch (cudaLaunchKernelEx: grid, block, dynamic shared memory, launch attributes, parameter bytes).
@@ -40,7 +40,7 @@ int emu_kernel_attr_values[64];       /* cuKernelGetAttribute answers, by attrib
 int emu_kernel_static_smem = -1;
 int emu_kernel_registers = -1;
 emu_dim3 emu_kernel_reqntid = {0, 0, 0};
-/* B200 (sm_100) limits the launch stand-in enforces (set by emu/launch.py: B200_LIMITS, with its sources). */
+/* B200 (sm_100) limits the launch stand-in enforces (set by harness/capture.py: B200_LIMITS, with its sources). */
 int emu_limit_threads_per_block, emu_limit_block_x, emu_limit_block_y, emu_limit_block_z;
 long emu_limit_grid_x;
 int emu_limit_grid_y, emu_limit_grid_z;
@@ -121,7 +121,7 @@ static int emu_set_func_attr(int attr, int value) {
 }
 
 /* What the CUDA runtime checks before it launches on a B200; 0 or the error it would return, with the broken
- * limit in emu_refusal. Limits: emu_limit_* (emu/launch.py B200_LIMITS cites them). */
+ * limit in emu_refusal. Limits: emu_limit_* (harness/capture.py B200_LIMITS cites them). */
 static int emu_check_launch(const emu_launch_config *config) {
     emu_dim3 g = config->grid, b = config->block, c = {1, 1, 1};
     for (unsigned i = 0; i < config->num_attrs; i++)

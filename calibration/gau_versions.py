@@ -1,4 +1,4 @@
-"""gau-nernst's host code, version by version, re-done in Python (emu/calibration/gau.py runs the device code).
+"""gau-nernst's host code, version by version, re-done in Python (calibration/gau.py runs the device code).
 
 Each version of gau-nernst/gpu-mode-kernels@aee9cda6 nvidia/nvfp4_dual_gemm/submission_<v>.py and
 nvidia/nvfp4_gemm/submission_<v>.py is a load_inline extension: CUDA_SRC holds the kernels and a host function that

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the GPU probes probes/tma_loads.py and probes/epilogue.py in the SM100 emulator (emu/), no GPU.
 
-    python -m emu.calibration.gpu_probes [--probes tma,epilogue] [--negatives] [--sched-seed S] [--json OUT]
+    python -m calibration.gpu_probes [--probes tma,epilogue] [--negatives] [--sched-seed S] [--json OUT]
 
 The probes' own stub kernels (probes/device_stub.DeviceStub subclasses: the kernel's real host side, the kernel's
 own `_ring_and_loads` / `_load_rows` / epilogue views and stores in the device body) run here, for sm_100a:
@@ -10,8 +10,8 @@ own `_ring_and_loads` / `_load_rows` / epilogue views and stores in the device b
    kernel object built by the probe module (tma_loads.probe_kernel / epilogue.EpilogueProbe). The compiled
    TVM-FFI function is written out with `export_to_c`; the PTX is kept.
 2. capture the launch the probe makes: the probe calls the compiled function with its 7 torch tensors through
-   TVM-FFI, so the exported object is linked with emu/launch_stubs.c and called the same way
-   (emu.launch.call_host: seven DLTensors, the leaderboard's shapes/strides, data pointers = emulated global
+   TVM-FFI, so the exported object is linked with harness/launch_stubs.c and called the same way
+   (harness.capture.call_host: seven DLTensors, the leaderboard's shapes/strides, data pointers = emulated global
    addresses of the probe's own inputs, `probe_inputs("cpu")` = reference.generate_input on CPU).
 3. run every warp of every cluster in emu.machine.Machine, read C (the probe's output buffer) back into the probe's
    C tensor, and apply the probe's own check (`compare` of the probe module): no check logic lives here.
@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PROBE_FILES = {"tma": REPO / "probes" / "tma_loads.py", "epilogue": REPO / "probes" / "epilogue.py"}
 ALL_LOADS = (0, 1, 2, 3, 4, 5)  # A, B1, B2, SFA, SFB1, SFB2: the probe's SM100 path
 # (probe, config fields, variant): the probes' own config lists (main()), 1-CTA only
@@ -89,7 +89,8 @@ def compile_artifacts(probe: str, config_fields: dict, checked=ALL_LOADS, overri
     """Directory with kernel.ptx, kernel.o (export_to_c of the probe's TVM-FFI function) and meta.json; cached
     per (probe file, device_stub, submission, this file, DSL, config, checked loads, overrides)."""
     _prepare_import()
-    from emu.launch import EXPORT_NAME, cached_compile, installed_dsl  # call_host calls __tvm_ffi_<EXPORT_NAME>
+    from harness.capture import cached_compile, installed_dsl
+    from harness.compile_worker import EXPORT_NAME  # call_host calls __tvm_ffi_<EXPORT_NAME>
 
     overrides = overrides or {}
     sources = [PROBE_FILES[probe], REPO / "probes" / "device_stub.py", REPO / "submission.py", Path(__file__)]
@@ -158,9 +159,10 @@ class ProbeResult:
 
 
 def capture(art: Path, shape: tuple, addresses: dict, extra=()):
-    """The probe's TVM-FFI call (7 tensors at `addresses`, then `extra` as emu.launch.call_host takes it) through the
+    """The probe's TVM-FFI call (7 tensors at `addresses`, then `extra` as harness.capture.call_host takes it) through the
     runtime stand-ins: an emu.launch.CapturedLaunch."""
-    from emu.launch import CapturedLaunch, call_host
+    from emu.launch import CapturedLaunch
+    from harness.capture import call_host
 
     ptx = (art / "kernel.ptx").read_text()
     meta = json.loads((art / "meta.json").read_text())
@@ -179,7 +181,8 @@ def run_probe(probe: str, config_fields: dict, checked=ALL_LOADS, variant: str =
     import numpy as np
     import torch
 
-    from emu.run import execute, place_inputs
+    from emu import run_kernel
+    from harness.problems import place_inputs
     from emu.state import GlobalMemory
 
     t0 = time.time()
@@ -197,7 +200,7 @@ def run_probe(probe: str, config_fields: dict, checked=ALL_LOADS, variant: str =
     cap = capture(art, shape, addresses)
     t2 = time.time()
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem}
-    run = execute(cap, gmem, sched_seed, clusters)
+    run = run_kernel(cap, gmem, sched_seed, clusters)
     res.status, res.message = run.status, run.message
     if run.machine is not None:
         res.stats = dict(run.machine.stats)

@@ -4,10 +4,10 @@
                      submission="submission.py", clusters="all", schedules=None)
 
 Flow: reference.generate_input (CPU) -> the tensors' bytes in emulated global memory (C poisoned NaN)
--> emu.launch.capture_launch (the submission's real host code: grid, cluster, shared memory, parameter
+-> harness.capture.capture_launch (the submission's real host code: grid, cluster, shared memory, parameter
 bytes with the TMA descriptors it encoded for these addresses; a launch a B200 refuses ends here) -> for each
-schedule of the verdict, emu.machine.Machine runs every warp of the chosen clusters -> C read back ->
-reference.check_implementation on the tiles those clusters wrote.
+schedule of the verdict, emu.run_kernel runs every warp of the chosen clusters -> C read back ->
+harness.problems.compare (the leaderboard's tolerance) on the tiles those clusters wrote.
 
 The verdict: MATCH only if every schedule matched. By default (schedules=None) DEFAULT_SCHEDULES, one run per
 policy of emu.machine.POLICIES that large skews need (their seeds offset by sched_seed); schedules=N runs N
@@ -25,16 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from . import ptx as ptx_mod
-from .launch import DT_I64, CompileError, LaunchError, capture_launch, leaderboard_tensors
-from .machine import POLICIES, Deadlock, Machine, Schedule
-from .state import EmulatorError, GlobalMemory, Hazard, Unsupported
+from emu import GlobalMemory, Schedule, run_kernel
+from emu.machine import POLICIES
+
+from .capture import CompileError, LaunchError, capture_launch, default_host_path
+from .problems import DT_I64, compare, place_inputs
 
 REPO = Path(__file__).resolve().parents[1]
-OPERANDS = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "c")
-DATA_INDEX = {"a": 0, "b1": 1, "b2": 2, "sfa": 6, "sfb1": 7, "sfb2": 8, "c": 9}
 
 
 # The default verdict: the uniform schedule and one of each policy that makes a large skew (seeds 0-5, shifted by
@@ -164,42 +162,6 @@ def load_submission(path: Path):
     return mod
 
 
-def _torch_bytes(t: torch.Tensor) -> tuple[np.ndarray, int]:
-    """The whole storage of t as bytes, and t's byte offset into it."""
-    if t.dtype == torch.float4_e2m1fn_x2 or t.dtype == torch.float8_e4m3fn:
-        t = t.view(torch.uint8)
-    storage = t.untyped_storage()
-    raw = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().copy()
-    return raw, t.storage_offset() * t.element_size()
-
-
-def place_inputs(gmem: GlobalMemory, data, m: int, n: int, k: int, l: int) -> dict:
-    want = leaderboard_tensors(m, n, k, l)
-    addresses = {}
-    for name in OPERANDS:
-        t = data[DATA_INDEX[name]]
-        _dtype, shape, strides = want[name]
-        if tuple(t.shape) != tuple(shape) or tuple(t.stride()) != tuple(strides):
-            raise EmulatorError(f"{name}: input has shape {tuple(t.shape)} strides {t.stride()}, the launch "
-                                f"capture describes {shape} {strides}")
-        raw, offset = _torch_bytes(t)
-        base = gmem.alloc_array(raw)
-        addresses[name] = base + offset
-    return addresses
-
-
-def choose_clusters(machine: Machine, clusters, rng_seed: int) -> list:
-    ids = list(machine.clusters())
-    if clusters in (None, "all"):
-        return ids
-    count = int(clusters)
-    if count >= len(ids):
-        return ids
-    rng = np.random.default_rng(rng_seed)
-    picked = sorted(rng.choice(len(ids), size=count, replace=False).tolist())
-    return [ids[i] for i in picked]
-
-
 def find_config(sub, m: int, n: int, k: int, l: int, config_name: str | None, submission):
     """The submission's config by name (TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE), or the one it picks for the shape."""
     if config_name is None:
@@ -234,12 +196,13 @@ class Prepared:
 
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, submission: str | Path = REPO / "submission.py", sm_count: int | None = None,
-            input_seed: int | None = None, dsl: str = "default", host_path: str = "tvm_ffi"):
+            input_seed: int | None = None, dsl: str = "default", host_path: str | None = None):
     """Prepared, or an EmulationResult saying why it cannot run: the config cannot implement this shape
     ("unsupported"), the kernel does not compile ("compile"), a B200 would refuse the launch ("launch"), or the capture
     cannot be made here ("unsupported")."""
     sub = load_submission(submission)
     config = find_config(sub, m, n, k, l, config_name, submission)
+    host_path = host_path or default_host_path()
     ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
     if not ok:
         return EmulationResult("unsupported", config.name, (m, n, k, l), mode,
@@ -277,11 +240,12 @@ def launch_summary(cap, host_path: str = "tvm_ffi", sm_count: int | None = None)
 def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
-            dsl: str = "default", host_path: str = "tvm_ffi", schedules=None,
+            dsl: str = "default", host_path: str | None = None, schedules=None,
             stop_at_failure: bool = True) -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise."""
     t0 = time.time()
+    host_path = host_path or default_host_path()
     if sm_count is None:
         sm_count = default_sm_count(find_config(load_submission(submission), m, n, k, l, config_name, submission),
                                     m, n, l)
@@ -304,7 +268,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         gmem.write(addresses["c"], c_poison)
         if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
             gmem.write(addresses["profile"], profile_blank)
-        run = execute(cap, gmem, clusters=clusters, progress=progress, schedule=schedule)
+        run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule)
         one = ScheduleRun(schedule.name, run.status, run.message)
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
         if run.machine is not None:
@@ -313,9 +277,9 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             for note in one.notes:
                 notes.setdefault((note.rule, note.where), note)
         if run.status == "completed":
-            one.status, one.message, res.checked_elements = _compare(reference, config, data, gmem, addresses,
-                                                                     run.machine, m, n, l,
-                                                                     run.clusters_run == run.clusters_total)
+            one.status, one.message, res.checked_elements = compare(reference, config, data, gmem, addresses,
+                                                                    run.machine, m, n, l,
+                                                                    run.clusters_run == run.clusters_total)
         one.seconds = time.time() - t1
         res.runs.append(one)
         if one.status != "match" and res.status == "match":
@@ -328,89 +292,3 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     res.profile = prep.profile_words()
     res.seconds = time.time() - t0
     return res
-
-
-@dataclass
-class Execution:
-    status: str  # "completed", "deadlock", "hazard", "unsupported"
-    message: str = ""
-    machine: Machine | None = None
-    clusters_run: int = 0
-    clusters_total: int = 0
-
-
-def execute(cap, gmem: GlobalMemory, sched_seed: int = 0, clusters="all", progress=None,
-            max_quantum: int = 24, schedule: Schedule | None = None) -> Execution:
-    """Parse the captured launch's PTX and run it (the chosen clusters) on gmem under `schedule` (default: the
-    uniform policy with sched_seed and max_quantum); report how it ended."""
-    run = Execution("completed")
-    try:
-        kernel = ptx_mod.parse_module(cap.ptx)
-        run.machine = Machine(kernel, cap, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum,
-                              schedule=schedule)
-        ids = choose_clusters(run.machine, clusters, run.machine.schedule.seed)
-        run.clusters_total = len(list(run.machine.clusters()))
-        run.clusters_run = len(ids)
-        run.machine.run(ids)
-    except Deadlock as e:
-        run.status, run.message = "deadlock", str(e)
-    except Hazard as e:
-        run.status, run.message = "hazard", str(e)
-    except EmulatorError as e:  # Unsupported, or a PTX syntax the parser does not know
-        run.status, run.message = "unsupported", f"{type(e).__name__}: {e}" if not isinstance(e, Unsupported) else str(e)
-    return run
-
-
-def _compare(reference, config, data, gmem, addresses, machine, m, n, l, all_clusters: bool):
-    c_bytes = gmem.read(addresses["c"], m * n * l * 2)
-    out = torch.from_numpy(c_bytes.view(np.float16).copy()).reshape(l, m, n).permute(1, 2, 0)
-    if not all_clusters:
-        tm, tn = config.cta_tile_mn
-        written = np.zeros((m // tm, n // tn, l), bool)
-        base = addresses["c"]
-        for addr, nbytes in machine.store_log:
-            if not base <= addr < base + m * n * l * 2:
-                continue  # a store to another buffer (KernelConfig.profile's)
-            e = (addr - base) // 2
-            b, rem = divmod(e, m * n)
-            row, col = divmod(rem, n)
-            written[row // tm, col // tn, b] = True
-        rows = []
-        for i, j, b in zip(*np.nonzero(written)):
-            rows.append((slice(int(i) * tm, (int(i) + 1) * tm), slice(int(j) * tn, (int(j) + 1) * tn), int(b)))
-        if not rows:
-            return "mismatch", "the emulated clusters wrote no element of C", 0
-        checked = 0
-        for rs, cs, b in rows:
-            ok, msg = _check(out[rs, cs, b], _reference_tile(reference, data, rs, cs, b))
-            checked += int((rs.stop - rs.start) * (cs.stop - cs.start))
-            if not ok:
-                return "mismatch", f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}", checked
-        return "match", f"{len(rows)} tiles", checked
-    ok, msg = _check(out, reference.ref_kernel(data))
-    return ("match" if ok else "mismatch"), msg, m * n * l
-
-
-def _reference_tile(reference, data, rows: slice, cols: slice, b: int) -> torch.Tensor:
-    """reference.py's exact dequantisation path for one tile of C (the whole C costs minutes on big shapes)."""
-    a, b1, b2, sfa, sfb1, sfb2 = data[:6]
-    with torch.no_grad(), reference._ieee_fp32_matmul():
-        a_rows = reference.dequantize(a[rows, :, b], sfa[rows, :, b])
-        c1 = a_rows @ reference.dequantize(b1[cols, :, b], sfb1[cols, :, b]).t()
-        c2 = a_rows @ reference.dequantize(b2[cols, :, b], sfb2[cols, :, b]).t()
-    return (torch.nn.functional.silu(c1) * c2).to(torch.float16)
-
-
-def _check(out: torch.Tensor, expected: torch.Tensor) -> tuple[bool, str]:
-    """The leaderboard's rule: |out - ref| <= 1e-3 + 1e-3 |ref|, NaN and inf must match."""
-    o, e = out.float(), expected.float()
-    nan_ok = torch.isnan(o) == torch.isnan(e)
-    inf_ok = torch.isinf(o) == torch.isinf(e)
-    close = torch.isclose(o, e, rtol=1e-3, atol=1e-3, equal_nan=True)
-    bad = ~(close & nan_ok & inf_ok)
-    if not bad.any():
-        return True, "all elements within tolerance"
-    idx = torch.nonzero(bad)[:5]
-    shown = ", ".join(f"[{', '.join(str(int(x)) for x in i)}] got {o[tuple(i)].item():.6g} want {e[tuple(i)].item():.6g}"
-                      for i in idx)
-    return False, f"{int(bad.sum())} of {bad.numel()} elements differ; first: {shown}"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The special-function unit (MUFU) on hardware vs the emulator's model (emu/mufu.py), and what it means for SiLU.
 
-    python3 -m emu.calibration.mufu --gpu OUT.npz|DIR  # on a lent H100/H200 (any sm_90+ GPU; a B200 too);
+    python3 -m calibration.mufu --gpu OUT.npz|DIR  # on a lent H100/H200 (any sm_90+ GPU; a B200 too);
                                                         # DIR: writes DIR/mufu_<card>.npz, e.g. mufu_h100.npz
-    python -m emu.calibration.mufu --check FIXTURE.npz  # here: the fixture's errors, and the emulator on a sample
-    python -m emu.calibration.mufu --silu [--bound measured|isa|facts_h100]   # silu-via-tanh vs ex2/rcp on C
+    python -m calibration.mufu --check FIXTURE.npz  # here: the fixture's errors, and the emulator on a sample
+    python -m calibration.mufu --silu [--bound measured|isa|facts_h100]   # silu-via-tanh vs ex2/rcp on C
 
 --gpu needs: python3 with numpy, torch with CUDA (it only allocates device memory and names the card) and the driver's
 libcuda.so.1 (the probe is PTX, .target sm_90, loaded with cuModuleLoadDataEx and launched with cuLaunchKernel through
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -136,7 +136,7 @@ def card_slug(name: str) -> str:
 def run_gpu(out_path: str) -> None:
     import torch
 
-    from probes.ptx_launch import launch_ptx
+    from calibration.ptx_launch import launch_ptx
 
     if not torch.cuda.is_available():
         raise SystemExit("--gpu needs torch with a visible CUDA GPU")

@@ -1,5 +1,5 @@
 """Load a PTX module with the CUDA driver and launch one of its kernels: the probes written in plain PTX
-(`emu/calibration/mufu.py`'s MUFU sweep, `probes/profile_stamps.py`'s %globaltimer probe) need no compiler but the
+(`calibration/mufu.py`'s MUFU sweep, `probes/profile_stamps.py`'s %globaltimer probe) need no compiler but the
 driver's own JIT (cuModuleLoadDataEx)."""
 from __future__ import annotations
 

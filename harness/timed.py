@@ -1,0 +1,44 @@
+"""One leaderboard call of this package's kernel, timed: the submission's real launch at one shape (harness.verdict's
+prepare) through the timed emulator (emu.timing.call.timed_run), its C checked on the clusters simulated.
+
+    res, timed = timed_emulate(256, 3072, 4096)     # res: EmulationResult of C; timed: emu.timing.call.TimedCall
+    timed.line()                                     # "timed: X.XX us per call (...)"
+
+Every figure is "timed" (a model of a B200 running the kernel's PTX), never a measurement.
+"""
+from __future__ import annotations
+
+import time
+
+from emu.timing.call import timed_run
+
+from .capture import default_host_path
+from .problems import compare
+from .verdict import REPO, EmulationResult, launch_summary, prepare
+
+
+def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
+                  seed: int = 1111, submission=None, costs=None, full_grid: bool = False, trace: bool = False,
+                  progress=None, sched_seed: int = 0, dsl: str = "default", host_path: str | None = None):
+    """Our kernel (submission.py or a copy) at one shape: (EmulationResult of the simulated clusters' C, TimedCall)."""
+    t0 = time.time()
+    submission = submission or REPO / "submission.py"
+    host_path = host_path or default_host_path()
+    prep = prepare(m, n, k, l, config_name, mode, seed, submission, None, None, dsl, host_path)
+    if isinstance(prep, EmulationResult):
+        return prep, None
+    import reference
+
+    timed = timed_run(prep.cap, prep.gmem, costs, sched_seed, full_grid, trace, progress)
+    res = EmulationResult(timed.status, prep.config.name, (m, n, k, l), mode, message=timed.message)
+    res.launch = launch_summary(prep.cap, host_path)
+    res.clusters_run, res.clusters_total = timed.clusters_simulated, timed.clusters_total
+    res.stats = timed.stats
+    if timed.status == "completed":
+        res.notes = list(timed.machine.notes.values())
+        res.profile = prep.profile_words()
+        res.status, res.message, res.checked_elements = compare(
+            reference, prep.config, prep.data, prep.gmem, prep.addresses, timed.machine, m, n, l,
+            res.clusters_run == res.clusters_total)
+    res.seconds = time.time() - t0
+    return res, timed
