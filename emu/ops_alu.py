@@ -4,12 +4,14 @@ All lane-parallel: one numpy expression per instruction over the executing lanes
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import mufu
 from .isa import family, unsupported
 from .mufu import flush_subnormal as _ftz
-from .ptx import Pair, Reg, Vec
+from .ptx import Imm, Pair, Reg, Vec
 from .simt import WARP, from_bits, to_bits, type_bits
 
 _INT = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"}
@@ -68,10 +70,14 @@ class Mov:
         w.write(dst, w.read(src, ty, ex), ty, m)
 
 
-def _int_binary(fn):
+def _int_binary(fn, f32_op=None):
+    """add/sub/min/max on integers and f16/f64; add/sub on .f32 and .f32x2 go to _F32Op (PTX ISA 9.7.3.3/9.7.3.4)."""
+
     class Fam:
         @staticmethod
         def decode(ins):
+            if f32_op and ins.parts[-1] in ("f32", "f32x2"):
+                return _F32Op.decode(ins, f32_op)
             ty = _ty(ins, _INT | _FLOAT)
             mods = [p for p in ins.parts[1:-1]]
             if ty in _FLOAT:
@@ -86,6 +92,8 @@ def _int_binary(fn):
 
         @staticmethod
         def execute(ex, w, ins, m):
+            if isinstance(ins.info, _F32Op):
+                return ins.info.execute(ex, w, ins, m)
             ty = ins.info
             d, a, b = ins.operands
             x, y = w.read(a, ty, ex), w.read(b, ty, ex)
@@ -99,8 +107,8 @@ def _int_binary(fn):
     return Fam
 
 
-family("add")(_int_binary(lambda a, b: a + b))
-family("sub")(_int_binary(lambda a, b: a - b))
+family("add")(_int_binary(lambda a, b: a + b, "add"))
+family("sub")(_int_binary(lambda a, b: a - b, "sub"))
 family("min")(_int_binary(np.minimum))
 family("max")(_int_binary(np.maximum))
 
@@ -158,10 +166,13 @@ def _wide(ty):
 
 @family("mul")
 class Mul:
-    """mul{.lo,.hi,.wide}.{s,u}N and mul{.rn,.ftz}.fN (PTX ISA 9.7.1.3, 9.7.3.3)."""
+    """mul{.lo,.hi,.wide}.{s,u}N (PTX ISA 9.7.1.3), mul{.rn,.ftz}.f{16,64} and mul{.rnd}{.ftz}{.sat}.f32 /
+    mul{.rnd}{.ftz}.f32x2 (PTX ISA 9.7.3.5, through _F32Op)."""
 
     @staticmethod
     def decode(ins):
+        if ins.parts[-1] in ("f32", "f32x2"):
+            return _F32Op.decode(ins, "mul")
         ty = _ty(ins, _INT | _FLOAT)
         mode = ins.parts[1] if len(ins.parts) == 3 else None
         if ty in _FLOAT:
@@ -173,16 +184,14 @@ class Mul:
 
     @staticmethod
     def execute(ex, w, ins, m):
+        if isinstance(ins.info, _F32Op):
+            return ins.info.execute(ex, w, ins, m)
         ty, mode = ins.info
         d, a, b = ins.operands
         x, y = w.read(a, ty, ex), w.read(b, ty, ex)
         if mode == "f":
-            flush = ty == "f32" and "ftz" in ins.parts  # .ftz: subnormal inputs and results -> signed zero
-            if flush:
-                x, y = _ftz(x), _ftz(y)
             with np.errstate(over="ignore", invalid="ignore"):
-                r = _canon_nan(x * y)
-            w.write(d, _ftz(r) if flush else r, ty, m)
+                w.write(d, _canon_nan(x * y), ty, m)
             return
         bits = type_bits(ty)
         signed = ty[0] == "s"
@@ -237,19 +246,140 @@ class Mad:
 
 @family("fma")
 class Fma:
+    """fma.rnd{.ftz}{.sat}.f32 and fma.rnd{.ftz}.f32x2 (PTX ISA 9.7.3.6), through _F32Op. fma.f64 is not
+    implemented (a fused f64 fma needs more than float64 arithmetic; no kernel here uses it)."""
+
     @staticmethod
     def decode(ins):
-        ty = _ty(ins, {"f32", "f64"})
-        _mods(ins, ("rn", "ftz"))
-        return ty
+        if ins.parts[-1] not in ("f32", "f32x2"):
+            raise unsupported(ins, f"type .{ins.parts[-1]}")
+        return _F32Op.decode(ins, "fma")
 
     @staticmethod
     def execute(ex, w, ins, m):
-        d, a, b, c = ins.operands
-        ty = ins.info
-        # fused: one rounding of the exact a*b+c (float64 holds the f32 product exactly)
-        r = w.read(a, ty, ex).astype(np.float64) * w.read(b, ty, ex).astype(np.float64) + w.read(c, ty, ex).astype(np.float64)
-        w.write(d, _canon_nan(r.astype(np.float32)), ty, m)
+        return ins.info.execute(ex, w, ins, m)
+
+
+# ------------------------------------------------------------------ f32 and packed f32x2 add, sub, mul, fma
+# PTX ISA 9.7.3 "Floating-Point Instructions" (ISA 9.x numbering: 9.7.3.3 add, 9.7.3.4 sub, 9.7.3.5 mul, 9.7.3.6 fma):
+#   add{.rnd}{.ftz}{.sat}.f32  d, a, b;      add{.rnd}{.ftz}.f32x2  d, a, b;      (sub and mul likewise)
+#   fma.rnd{.ftz}{.sat}.f32    d, a, b, c;   fma.rnd{.ftz}.f32x2    d, a, b, c;   .rnd = { .rn, .rz, .rm, .rp }
+# - .rnd: IEEE 754 rounding of the exact result; add/sub/mul default to .rn, fma has no default. fma is fused: the
+#   exact a*b+c rounded once.
+# - .ftz: subnormal inputs and results flushed to sign-preserving zero (else subnormals are supported, sm_20+).
+# - .sat (.f32 only; the .f32x2 syntax has none): the result clamped to [0.0, 1.0], NaN results flushed to +0.0.
+# - .f32x2 (PTX ISA 8.6, sm_100+): d, a, b, c are .b64 holding two f32, element 0 in bits 0-31, element 1 in bits
+#   32-63; d[i] = a[i] op b[i] (op c[i]) for i = 0, 1, each exactly the .f32 operation. ptxas (CUDA 13.5, sm_100a)
+#   compiles each to one FADD2 / FMUL2 / FFMA2 (sub: FADD2 with a negated operand).
+# - NaN results: the canonical f32 NaN 0x7FFFFFFF whatever the inputs (seen on an H200 for add/mul.f32,
+#   tests/test_emu_alu.py; the ISA says "an unspecified NaN").
+# CuTe DSL 4.8.1 emits add/sub/mul.f32x2 (no modifiers) for TensorSSA arithmetic and {add,sub,mul,fma}.rn.f32x2
+# (.rz/.rm/.rp/.ftz on request) from cute.arch.{add,sub,mul,fma}_packed_f32x2.
+_RND = ("rn", "rz", "rm", "rp")
+_F32_MAX = np.float32(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True)
+class _F32Op:
+    """A decoded f32 / f32x2 add, sub, mul or fma: `arith` is the f32 operation on lane vectors, `execute` applies
+    it to the instruction's registers (for .f32x2 to each 32-bit half)."""
+
+    op: str  # add, sub, mul, fma
+    packed: bool  # .f32x2
+    rnd: str
+    ftz: bool
+    sat: bool
+
+    @staticmethod
+    def decode(ins, op: str) -> "_F32Op":
+        packed = ins.parts[-1] == "f32x2"
+        _mods(ins, _RND + (("ftz",) if packed else ("ftz", "sat")))
+        rnds = [p for p in ins.parts[1:-1] if p in _RND]
+        if len(rnds) > 1:
+            raise unsupported(ins, "more than one rounding modifier")
+        if op == "fma" and not rnds:
+            raise unsupported(ins, "fma.f32 / fma.f32x2 need a rounding modifier (.rn, .rz, .rm, .rp)")
+        if packed and any(isinstance(x, Imm) and x.is_float for x in ins.operands[1:]):
+            raise unsupported(ins, "a floating-point immediate operand (the .f32x2 operands are .b64)")
+        return _F32Op(op, packed, rnds[0] if rnds else "rn", "ftz" in ins.parts, "sat" in ins.parts)
+
+    def execute(self, ex, w, ins, m):
+        d, srcs = ins.operands[0], ins.operands[1:]
+        if not self.packed:
+            w.write(d, self.arith([w.read(s, "f32", ex) for s in srcs]), "f32", m)
+            return
+        words = [w.read(s, "b64", ex) for s in srcs]
+        halves = [to_bits(self.arith([from_bits((x >> np.uint64(32 * i)) & np.uint64(0xFFFFFFFF), "f32")
+                                      for x in words]), "f32") << np.uint64(32 * i) for i in (0, 1)]
+        w.write(d, halves[0] | halves[1], "b64", m)
+
+    def arith(self, xs: list) -> np.ndarray:
+        """The f32 result per lane: IEEE 754 binary32 with the rounding mode, then NaN -> canonical, .ftz, .sat."""
+        xs = [np.asarray(x, np.float32) for x in xs]
+        if self.ftz:
+            xs = [_ftz(x) for x in xs]
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if self.rnd == "rn" and self.op != "fma":  # numpy's float32 arithmetic is IEEE round-to-nearest-even
+                a, b = xs
+                r = a + b if self.op == "add" else a - b if self.op == "sub" else a * b
+            else:
+                # The exact result as float64 s plus error e: a product of two f32 is exact in float64 (48 bits),
+                # the sum's rounding error comes from TwoSum; _round_f32 rounds s + e once.
+                a, b = (x.astype(np.float64) for x in xs[:2])
+                if self.op == "mul":
+                    s, e = a * b, np.zeros(a.shape)
+                else:
+                    if self.op == "fma":
+                        a, b = a * b, xs[2].astype(np.float64)
+                    elif self.op == "sub":
+                        b = -b
+                    s, e = _two_sum(a, b)
+                r = _round_f32(s, e, self.rnd)
+                if self.rnd == "rm" and self.op != "mul":
+                    # an exact zero sum of opposite-signed operands is -0 rounding toward -inf, +0 otherwise
+                    # (IEEE 754-2008 6.3); float64 gave the round-to-nearest sign
+                    r = np.where(s == 0, (-((-a) + (-b))).astype(np.float32), r)
+        r = _canon_nan(r)
+        if self.ftz:
+            r = _ftz(r)
+        if self.sat:  # NaN -> +0, and -0 -> +0 (assumed: the range is [+0.0, 1.0])
+            r = np.where(r > 0, np.minimum(r, np.float32(1)), np.float32(0)).astype(np.float32)
+        return r
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray):
+    """s = fl64(a + b) and the exact rounding error e = (a + b) - s (Knuth's TwoSum; no overflow for f32 operands)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _round_f32(s: np.ndarray, e: np.ndarray, rnd: str) -> np.ndarray:
+    """The binary32 value of the exact s + e rounded once with `rnd`, where s is float64 and e its TwoSum error
+    (|e| <= half an ulp of s). Overflow follows IEEE 754: round-to-nearest gives inf from 2^128 - 2^103 on,
+    toward zero gives +-FLT_MAX, toward +-inf gives inf on its own side and +-FLT_MAX on the other."""
+    t0 = s.astype(np.float32)  # round to nearest even: the answer unless s is an f32 tie that e decides
+    if rnd == "rn" and not e.any():
+        return t0
+    finite = np.isfinite(s)
+    # past FLT_MAX take FLT_MAX as the nearest value and inf as its upper neighbour (2^128, unbounded exponent)
+    t = np.where(np.isinf(t0) & finite, np.copysign(_F32_MAX, s), t0).astype(np.float32)
+    g = s - t.astype(np.float64)  # exact in range (t within an f32 ulp of s); past FLT_MAX only its sign and size count
+    # the side of t the exact value lies on: g's sign (a nonzero g is a multiple of s's ulp, |e| at most half of it)
+    side = np.where(g != 0, np.sign(g), np.sign(e))
+    up, down = np.nextafter(t, np.float32(np.inf)), np.nextafter(t, np.float32(-np.inf))
+    if rnd == "rn":
+        nb = np.where(g > 0, up, down)
+        gap = np.where(np.isinf(nb), 2.0 ** 104, np.abs(nb.astype(np.float64) - t.astype(np.float64)))
+        tie = (np.abs(g) == gap / 2) & (e != 0)  # s exactly halfway: e says which neighbour is nearer
+        r = np.where(tie, np.where(np.sign(e) == np.sign(g), nb, t), t0)
+    elif rnd == "rz":
+        r = np.where((side != 0) & (np.signbit(t) != (side < 0)), np.nextafter(t, np.float32(0)), t)
+    elif rnd == "rp":
+        r = np.where(side > 0, up, t)
+    else:
+        r = np.where(side < 0, down, t)
+    return np.where(finite, r, t0).astype(np.float32)
 
 
 @family("shl", "shr")

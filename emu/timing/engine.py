@@ -48,7 +48,7 @@ NO_DEST_BASES = {"st", "bar", "barrier", "bra", "fence", "prefetch", "griddepcon
                  "membar", "trap", "setmaxnreg", "tcgen05"}
 NO_DEST_FORMS = {("mbarrier", "init"), ("mbarrier", "expect_tx")}
 # Dataflow instruction classes: no stall at issue for their sources (see the module docstring).
-DATAFLOW = {"alu", "alu64", "mufu", "cvt16", "ld_param", "ld_smem", "ld_dsmem", "shfl", "elect", "tmem_ld"}
+DATAFLOW = {"alu", "alu64", "fp32x2", "mufu", "cvt16", "ld_param", "ld_smem", "ld_dsmem", "shfl", "elect", "tmem_ld"}
 STORE_QUEUE_CYCLES = 64  # a store may issue while the store path is at most this far behind (a queue of a few stores)
 
 
@@ -88,6 +88,8 @@ def classify(ins) -> tuple:
         cls = {"ld": "tmem_ld", "wait::ld": "tmem_wait"}.get(p[1], "tcgen05")
     elif b == "griddepcontrol" and p[1] == "wait":
         cls = "griddep_wait"
+    elif p[-1] == "f32x2" and b in ("add", "sub", "mul", "fma"):  # one FADD2/FMUL2/FFMA2 (b200.yaml fp32x2_issue)
+        cls = "fp32x2"
     elif b in ("add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "min", "max", "neg") and p[-1][-2:] == "64":
         cls = "alu64"
     else:
@@ -131,8 +133,8 @@ class TimedMachine(Machine):
                         "ld_dsmem": c.dsmem_load_latency, "ld_global": c.l2_hit_latency, "st_global": 0,
                         "st_smem": 0, "shfl": c.shfl_latency, "elect": c.elect_latency, "barrier": 0,
                         "tmem_ld": c.tmem_ld_latency, "tmem_wait": 0, "tcgen05": 0, "griddep_wait": 0,
-                        "atomic": c.l2_hit_latency}
-        self.issue_cycles = {"alu64": c.alu64_issue}
+                        "atomic": c.l2_hit_latency, "fp32x2": c.alu_latency}
+        self.issue_cycles = {"alu64": c.alu64_issue, "fp32x2": c.fp32x2_issue}
         # The published single-MMA latency runs from issue to the waiting thread seeing the commit's arrival; the parts
         # this engine adds itself are taken off it.
         self.mma_own_latency = c.mma_issue_latency + c.tcgen05_commit_latency + c.mbarrier_wake_latency
