@@ -11,11 +11,11 @@ extended to two B operands that share one A tile:
   warp 4 (MMA)       scales smem -> tensor memory (tcgen05.cp), two block-scaled tcgen05.mma per k-block
                      into two accumulators that live side by side in tensor memory
   warps 0-3 (epi.)   tensor memory -> registers, silu(acc1) * acc2, fp16, 16-byte stores to global
-Every departure from NVIDIA's structure is listed in MEMORY.md ("Departures").
+Every departure from NVIDIA's structure is listed in docs/design.md ("Departures").
 
 Host path: the kernel is compiled once per KernelConfig with dynamic M, N, K, L and called through
 TVM-FFI with the torch tensors themselves: ~6 us of host time per call, against 45-73 us for the pointer
-fallback used where apache-tvm-ffi is missing (measured on an H200, MEMORY.md "Dispatch").
+fallback used where apache-tvm-ffi is missing (measured on an H200, docs/design.md "Dispatch").
 Nothing but compiled kernels is kept between calls.
 """
 
@@ -160,12 +160,12 @@ class KernelConfig:
                  while this one runs; each CTA signals dependents at its start and waits (griddepcontrol.wait)
                  before its first global-memory load (TMA warp) and store (epilogue warps), so a call still
                  sees everything the previous one wrote. On by default: 1.04 us less per call over 50 back-to-back
-                 calls (measured, H200, probes/pdl.py stand-in; MEMORY.md "PDL"). Off, the PTX is unchanged.
+                 calls (measured, H200, probes/pdl.py stand-in; docs/design.md "PDL"). Off, the PTX is unchanged.
     a_collector: per k-block the B1 MMA keeps A in the tensor core's A collector (tcgen05.mma
                  .collector::a::fill) and the B2 MMA takes it from there (.collector::a::lastuse) instead of
                  reading A from shared memory a second time; the two MMAs are issued by inline PTX
                  (mma_pair_a_collector), since the DSL's sm_100 MMA atom has no collector option. Off, the MMAs
-                 are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. MEMORY.md "A collector".
+                 are the DSL's cute.gemm (collector::a::discard) and the PTX is unchanged. docs/design.md "A collector".
     split_k:     K split over this many CTAs of a cluster (the cluster's N direction, so cluster N must be 1): CTA s
                  of the split accumulates its share of the k-tiles, slices 1.. send their partial accumulators
                  through distributed shared memory (st.async) to slice 0, which adds them and runs the one epilogue.
@@ -178,7 +178,7 @@ class KernelConfig:
                  the other half of its accumulator to its peer through distributed shared memory (gau-nernst v3).
                  Off: PTX unchanged. Suffix _ppc.
     silu_tanh:   silu(x) = h + h tanh(h), h = x / 2: one MUFU op (tanh.approx.f32) per element instead of two
-                 (ex2.approx, rcp.approx). Its accuracy near tanh = -1 is the hardware's (MEMORY.md "Epilogue knobs").
+                 (ex2.approx, rcp.approx). Its accuracy near tanh = -1 is the hardware's (docs/design.md "Epilogue knobs").
     epi_pipeline: the epilogue loads subtile i + 1 from tensor memory before it computes and stores subtile i (two
                  register buffers), and hands the accumulator stage back to the MMA warp as soon as the stage's last
                  load has completed (tcgen05.wait::ld), before the last subtile's math and stores.
@@ -286,7 +286,7 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), product_per_cta=True),
     KernelConfig(mma_tile_mn=(256, 256), cluster_mn=(2, 1), product_per_cta=True),
 ) + tuple(
-    # The epilogue and prologue knobs (MEMORY.md "Epilogue knobs") on CONFIG_TABLE's two tiles, one at a time, then
+    # The epilogue and prologue knobs (docs/design.md "Epilogue knobs") on CONFIG_TABLE's two tiles, one at a time, then
     # together. The pipelined epilogue steps 16 columns (two register buffers); 16x256b loads run in it: without
     # its per-subtile tcgen05.wait::ld, and with 8-column steps, DSL 4.3.5's ptxas puts ~94 R2UR per k-tile into the
     # MMA loop (compiled; preflight's r2ur column).
@@ -311,13 +311,13 @@ PROFILE_SPACE = tuple(
 def default_config(m: int, n: int, k: int, l: int) -> KernelConfig:
     """Tile N by the fewest tile-waves of equal work, then a 2-CTA pair along M wherever M allows.
 
-    Model (MEMORY.md, "Config choice"): a CTA's time scales with its tile area (its FP4 math and its
+    Model (docs/design.md, "Config choice"): a CTA's time scales with its tile area (its FP4 math and its
     L2->SM bytes both do), so a wave of 128x64 CTA tiles costs about half a wave of 128x128 ones.
     N=64 wins when halving the tile does not double the number of waves (small M: 64 or 48 CTAs of
     128x128 leave most of the 148 SMs idle); on a tie N=128 wins for its better operand reuse. A 2-CTA
     pair (MMA M=256, cluster 2x1) keeps the CTA tiles and halves the B bytes each CTA loads. With 64-wide N
     tiles A stays in the MMA's A collector between the two products (a_collector): the model puts those tiles
-    shared-memory bound, and the same change measured a gain on B200 for the small-M shapes only (MEMORY.md
+    shared-memory bound, and the same change measured a gain on B200 for the small-M shapes only (docs/design.md
     "A collector": where it did not, the DSL's own MMA path stays).
     """
     tiles_128 = (m // 128) * (n // 128) * l
@@ -1878,7 +1878,7 @@ def silu_mul_tanh_(x: cute.Tensor, y: cute.Tensor):
 
     One MUFU op per element. For x -> -inf, tanh(h) -> -1 and h + h tanh(h) cancels: the result there is
     h times tanh's absolute error near -1, so this form is only as exact as the hardware's tanh.approx there
-    (MEMORY.md "Epilogue knobs": on the documented bound alone it would miss the tolerance).
+    (docs/design.md "Epilogue knobs": on the documented bound alone it would miss the tolerance).
     """
     for i in cutlass.range_constexpr(cute.size(x)):
         h = x[i] * 0.5
@@ -1943,7 +1943,7 @@ def compile_config(config: KernelConfig, tvm_ffi: bool = USE_TVM_FFI):
 
     The launcher takes (a, b1, b2, sfa_permuted, sfb1_permuted, sfb2_permuted, c) torch tensors. With
     apache-tvm-ffi it is the compiled function itself; without it, a pointer-passing fallback that costs
-    several times more host time per call (MEMORY.md, "Dispatch").
+    several times more host time per call (docs/design.md, "Dispatch").
     """
     key = (config, tvm_ffi)
     launcher = _compiled.get(key)

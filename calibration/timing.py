@@ -4,7 +4,7 @@
 
 Points: calibration/b200_points.json (gau-nernst's nvfp4_dual_gemm and nvfp4_gemm version logs: per version and
 shape the B200 leaderboard time, the design read from that version's source, and the split). The split was decided
-and written into that file before any timed run (MEMORY.md "Timed emulator"): fit = nvfp4_gemm v0, v3b, v4; every
+and written into that file before any timed run (docs/design.md "Timed emulator"): fit = nvfp4_gemm v0, v3b, v4; every
 other point, every dual-GEMM point included, is held out.
 
 What is fitted, and how (decided with the split, before any held-out point was seen): at most the two rows of

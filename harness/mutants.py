@@ -280,7 +280,7 @@ def catch_table(schedules: int = 10, names=None, progress=print) -> list:
 
 
 def markdown(rows: list) -> str:
-    """The catch-rate table (MEMORY.md)."""
+    """The catch-rate table (docs/design.md "Mutants")."""
     letter = {"match": ".", "note": "N", "mismatch": "M", "deadlock": "D", "hazard": "H", "launch": "L",
               "compile": "C", "unsupported": "U"}
     out = ["| mutant | family | bug | default verdict | caught over schedules | per schedule |",

@@ -138,7 +138,7 @@ def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
 @pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac_th", "m256n128_c2x1_e32_th"])
 def test_silu_tanh_within_tolerance(name, mode):
     """KernelConfig.silu_tanh: h + h tanh.approx(h) cancels for x << 0, where tanh's error near -1 decides whether C
-    stays within the leaderboard's tolerance (MEMORY.md "Epilogue knobs"); K = 1024 puts |x| up to ~60 on both
+    stays within the leaderboard's tolerance (docs/design.md "Epilogue knobs"); K = 1024 puts |x| up to ~60 on both
     generators; the emulator's tanh.approx.f32 carries its GPU-measured error model (emu.mufu)."""
     res = emulate(256, 256, 1024, 1, config_name=name, mode=mode, sched_seed=21)
     assert res.status == "match", res.summary() + "\n" + res.message

@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "AGENTS.md", "MEMORY.md", "skills/nvfp4-dual-gemm-optimizer/SKILL.md", "docs/leaderboard.md")
+DOCS = ("README.md", "AGENTS.md", "MEMORY.md", "skills/nvfp4-dual-gemm-optimizer/SKILL.md", "docs/leaderboard.md",
+        "docs/design.md")  # not docs/history/: a diary names the paths of its day
 # folders of this repository; a backticked path starting with one of them must exist
-OWN_ROOTS = ("tools/", "emu/", "probes/", "tests/", "docs/", "skills/", ".ci/")
+OWN_ROOTS = ("tools/", "emu/", "harness/", "calibration/", "probes/", "tests/", "docs/", "skills/", ".ci/")
 # generated at run time, never tracked (.gitignore): named by the docs as outputs
 GENERATED = ("build/", ".venv/")
 

@@ -108,7 +108,7 @@ def test_default_config_pairs_ctas_only_where_m_allows():
 
 
 def test_a_collector_only_on_64_wide_tiles():
-    """Where the same change measured a B200 gain (small M, N=64 tiles; MEMORY.md "A collector")."""
+    """Where the same change measured a B200 gain (small M, N=64 tiles; docs/design.md "A collector")."""
     assert S.default_config(256, 4096, 7168, 1) == S.KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1),
                                                                    a_collector=True)
     assert S.default_config(128, 192, 256, 1).a_collector
@@ -116,7 +116,7 @@ def test_a_collector_only_on_64_wide_tiles():
     assert [S.CONFIG_TABLE[s].a_collector for s in sorted(S.CONFIG_TABLE)] == [True, True, False, False]
 
 
-# The epilogue and prologue knobs of issue 13 (MEMORY.md "Epilogue knobs"): field -> name suffix
+# The epilogue and prologue knobs of issue 13 (docs/design.md "Epilogue knobs"): field -> name suffix
 EPILOGUE_KNOBS = {"silu_tanh": "_th", "epi_pipeline": "_ep", "epi_ld_16x256b": "_ld16", "l2_prefetch_k_tiles": "_pf",
                   "setmaxnreg": "_rg"}
 

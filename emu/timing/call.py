@@ -15,7 +15,7 @@ and the chip-wide resources (HBM, L2) are Bandwidths scaled to those SMs' share 
 time. Which bytes come from HBM: all the grid's reads of a global allocation ask for reuse x its size bytes, and only
 its size comes from HBM, so each read's HBM part is 1 / reuse of it. The reuse of each allocation comes from a first,
 functional pass over the same clusters (their requested bytes per allocation, scaled by the grid's CTAs over the
-simulated CTAs). `--full-grid` simulates every cluster instead (its error against the representative is in MEMORY).
+simulated CTAs). `--full-grid` simulates every cluster instead (its error against the representative: docs/design.md "One leaderboard call").
 """
 from __future__ import annotations
 
