@@ -14,8 +14,8 @@ per test function) and prints the command that runs them.
   pytest -q --full                everything: the quick set and the slow tests (what .ci/run runs)
   pytest -q -m slow               the slow tests only
   pytest -q -m "slow or not slow" everything as well: any -m expression is obeyed as given
-  pytest -q -m slow tests/test_emu_kernel.py    one group's slow tests
-  pytest -q "tests/test_emu_kernel.py::test_planted_bug_is_reported[swap_b]"
+  pytest -q -m slow tests/harness/test_verdict.py    one group's slow tests
+  pytest -q "tests/harness/test_verdict.py::test_planted_bug_is_reported[swap_b]"
                                   a test named by its node id runs even if it is slow
 
 Adding a test (no edit here; the group is the module the test lives in):

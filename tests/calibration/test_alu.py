@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from calibration import alu as probe  # noqa: E402
 
 SEEDS = (0, 1, 2)

@@ -12,7 +12,7 @@ from emu.launch import entry_params
 from harness import capture
 from harness.problems import DUAL_GEMM
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUBMISSION = str(ROOT / "submission.py")
 ADDRS = {name: 0x7F00_0000_0000 + (i + 1) * 0x100_0000 for i, name in enumerate(DUAL_GEMM.operands)}
 SHAPE = (256, 512, 512, 1)

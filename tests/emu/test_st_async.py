@@ -8,7 +8,7 @@ import pytest
 from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
-from tests.test_emu_core import STORE_TID, kernel_text, run
+from tests.emu.test_core import STORE_TID, kernel_text, run
 
 # CTA 1's thread 0 stores four words into CTA 0's shared memory at smem+16 with st.async, completing tx on CTA 0's
 # mbarrier at smem+0, and arrives on it expecting those 16 bytes; CTA 0's thread 0 waits, then copies the words out.

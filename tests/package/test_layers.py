@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # A top-level name -> its layer. The package's gpumode files (reference.py, task.py, utils.py, submission.py) sit with
 # the harness: the harness may import reference (the check of C); emu may not (FORBIDDEN).
 LAYERS = {"emu": 0, "harness": 1, "reference": 1, "task": 1, "utils": 1, "submission": 1, "calibration": 2,

@@ -6,13 +6,16 @@ import re
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "AGENTS.md", "MEMORY.md", "skills/nvfp4-dual-gemm-optimizer/SKILL.md", "docs/leaderboard.md",
         "docs/design.md")  # not docs/history/: a diary names the paths of its day
 # folders of this repository; a backticked path starting with one of them must exist
 OWN_ROOTS = ("tools/", "emu/", "harness/", "calibration/", "probes/", "tests/", "docs/", "skills/", ".ci/")
 # generated at run time, never tracked (.gitignore): named by the docs as outputs
 GENERATED = ("build/", ".venv/")
+# tests/: one folder per layer (README "Layout") and the package's own files; the shared PTX fixture
+TEST_FOLDERS = ("tests", "tests/emu", "tests/harness", "tests/calibration", "tests/package")
+TEST_KIT = ("tests/emu/ptx_kit.py",)
 
 
 def _tracked() -> list[str]:
@@ -47,8 +50,13 @@ def test_every_path_the_docs_name_exists():
 
 
 def test_probes_live_outside_tests_and_tools_are_user_clis():
-    """tests/ holds pytest files and fixtures only; GPU probes are in probes/, emulator calibration in calibration/."""
-    tests = [p.name for p in (REPO / "tests").glob("*.py")]
-    assert all(n.startswith("test_") or n == "conftest.py" for n in tests), tests
+    """tests/ holds pytest files, their fixtures (conftest.py, each folder's __init__.py) and the PTX kit only, in
+    folders that mirror the layers; GPU probes are in probes/, emulator calibration in calibration/."""
+    tests = [p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py")]
+    assert all(n.rsplit("/", 1)[1].startswith("test_") or n.endswith(("/__init__.py", "/conftest.py")) or n in TEST_KIT
+               for n in tests), tests
+    folders = {p.parent for p in (REPO / "tests").rglob("*.py")}
+    assert {f.relative_to(REPO).as_posix() for f in folders} <= set(TEST_FOLDERS), folders
+    assert all((f / "__init__.py").is_file() for f in folders), folders  # unique module names under pytest's import
     tools = sorted(p.name for p in (REPO / "tools").glob("*.py") if p.name != "__init__.py")
     assert not [t for t in tools if "probe" in t or t.startswith("emu_")], tools

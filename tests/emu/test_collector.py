@@ -11,7 +11,7 @@ from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
 from emu.tcgen05 import mma_block_scaled, tmem_alloc, tmem_copy_32x128b_warpx4
-from tests.test_emu_tcgen05 import (AB_DESC, IDESC_128x64, IDESC_256x64, SF_DESC, Stage, desc_at, load_cta,
+from tests.emu.test_tcgen05 import (AB_DESC, IDESC_128x64, IDESC_256x64, SF_DESC, Stage, desc_at, load_cta,
                                     make_cluster, place_sw128_tile, random_sf, read_d, ref_product)
 
 KB = 1  # the k-block every MMA here reads

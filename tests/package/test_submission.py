@@ -18,7 +18,7 @@ import reference
 import submission as S
 from utils import load_task
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCE_PATH = os.path.join(ROOT, "submission.py")
 with open(SOURCE_PATH) as f:
     SOURCE = f.read()

@@ -15,7 +15,7 @@ import pytest
 
 from harness.mutants import MUTANTS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 MODULE_A = '''import pytest
 
@@ -106,8 +106,9 @@ def test_the_real_quick_set_touches_every_layer():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     modules = {i.split("::")[0] for i in ids}
-    assert {"tests/test_reference.py", "tests/test_scripts.py", "tests/test_submission.py"} <= modules
-    assert "tests/test_tools.py::test_preflight_quick_passes_and_lint_fails" in ids
+    assert {"tests/package/test_reference.py", "tests/package/test_scripts.py",
+            "tests/package/test_submission.py"} <= modules
+    assert "tests/package/test_tools.py::test_preflight_quick_passes_and_lint_fails" in ids
     # the kernel emulated on a 1-CTA and a 2-CTA config, one with the A collector, and a planted bug (the TUNE_SPACE
     # gate itself runs six schedules per config and is slow: tests/test_emu_kernel.py)
     emulated = ("::test_leaderboard_generator_on_table_configs[", "::test_pointer_fallback_launch_matches[")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 from emu.machine import POLICIES, Schedule  # noqa: E402
 from harness.mutants import MUTANTS  # noqa: E402

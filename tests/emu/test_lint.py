@@ -28,7 +28,7 @@ from emu.ptx import parse_module
 from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, schedules_for
 from emu.state import GlobalMemory, Hazard
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
 
 

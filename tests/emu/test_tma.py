@@ -10,7 +10,7 @@ import pytest
 from emu import tma
 from emu.state import Hazard, Unsupported
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 # driver enum (cuda.h CUtensorMapDataType) -> (hardware code, tf32 flag), as measured
 DRIVER_TO_HW = {0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (3, 0), 4: (4, 0), 5: (5, 0), 6: (6, 0), 7: (7, 0), 8: (9, 0),
                 9: (10, 0), 10: (8, 0), 11: (7, 1), 12: (8, 1)}

@@ -1,0 +1,1 @@
+"""The emulator judged against hardware fixtures and public kernels (calibration/)."""
