@@ -218,11 +218,11 @@ def _static_shared_layout() -> bool:
     from emu.machine import Machine
     from emu.ptx import parse_module
     from emu.state import GlobalMemory
-    text = (".version 8.8\n.target sm_100a\n.address_size 64\n.visible .entry k()\n{\n"
-            ".shared .align 8 .b8 s1[16];\n.shared .align 8 .b8 s2[16];\nret;\n}\n")
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), dynamic_smem=0, params=[],
-                             launch_attrs=[])
-    m = Machine(parse_module(text), launch, GlobalMemory())
+    from tests.emu.ptx_kit import kernel_text, launch
+
+    text = kernel_text("ret;", params="", decls=".shared .align 8 .b8 s1[16];\n.shared .align 8 .b8 s2[16];",
+                       smem=False)
+    m = Machine(parse_module(text), launch(text), GlobalMemory())  # built, not run: the symbols' addresses
     warp = m.build_cluster((0, 0, 0)).ctas[0].warps[0]
     try:
         return m.symbol_address(warp, "s1") != m.symbol_address(warp, "s2")

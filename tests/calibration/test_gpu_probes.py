@@ -8,10 +8,8 @@ CPU only (needs cc and the DSL, no GPU); each config's first run compiles in a s
 """
 from __future__ import annotations
 
-import struct
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from calibration import gpu_probes as E  # noqa: E402
+from tests.emu.ptx_kit import kernel_text, run_ptx  # noqa: E402
 
 TMA_IDS = ["m128n64", "m128n128"]
 EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]
@@ -74,15 +73,7 @@ def test_pdl_launch_is_judged_and_the_stub_waits():
 
 
 # ---------------------------------------------------------------- the cvt form the epilogue probe needs
-CVT_PTX = """.version 8.8
-.target sm_100a
-.address_size 64
-.visible .entry k(.param .u64 out)
-{
-.reg .b32 %r<8>;
-.reg .b16 %rs<4>;
-.reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
+CVT_PTX = kernel_text("""    ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
@@ -90,22 +81,14 @@ CVT_PTX = """.version 8.8
     cvt.rn.f16.s32 %rs1, %r2;
     cvt.u32.u16 %r3, %rs1;
     st.global.u32 [%rd3], %r3;
-    ret;
-}
-"""
+    ret;""", decls=".reg .b32 %r<8>;\n.reg .b16 %rs<4>;\n.reg .b64 %rd<8>;", smem=False)
 
 
 def _run_cvt(values):
-    from emu.machine import Machine
-    from emu.ptx import parse_module
-    from emu.state import GlobalMemory
-
-    gmem = GlobalMemory()
-    out = gmem.alloc_array(np.array(values + [0] * (32 - len(values)), np.int32).view(np.uint8))
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), dynamic_smem=0,
-                             params=[struct.pack("<Q", out)], launch_attrs=[])
-    Machine(parse_module(CVT_PTX), launch, gmem).run()
-    return gmem.read(out, 4 * len(values)).view(np.uint32).astype(np.uint16).view(np.float16)
+    """Each value converted by one thread, in place in out."""
+    init = np.array(values + [0] * (32 - len(values)), np.int32)
+    out = run_ptx(CVT_PTX, out_words=32, init=init, dynamic_smem=0).words
+    return out[:len(values)].astype(np.uint16).view(np.float16)
 
 
 def test_cvt_rn_f16_s32_rounds_to_nearest_even():

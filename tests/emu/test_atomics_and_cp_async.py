@@ -3,37 +3,18 @@ atom/red .global.add (split-K in gemm v1 and v4), non-bulk cp.async with cp.asyn
 4-byte scale loads) and bar.warp.sync (__syncwarp in every gemm version)."""
 from __future__ import annotations
 
-import struct
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from emu.machine import Machine
-from emu.ptx import parse_module
-from emu.state import GlobalMemory, Hazard, Unsupported
+from emu.state import Hazard, Unsupported
+from tests.emu.ptx_kit import kernel_text, run_ptx
 
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
 REGS = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .f32 %f<16>;\n.reg .b64 %rd<16>;"
-
-
-def run(body: str, nthreads: int = 32, out_words: int = 64, init=None, seed: int = 0):
-    """Run a kernel with one u64 parameter `out` (out_words u32, optionally initialised); return (words, machine)."""
-    text = f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k(.param .u64 out)\n{{\n{REGS}\n{body}\n}}\n"
-    gmem = GlobalMemory()
-    out = gmem.alloc(out_words * 4, fill=0)
-    if init is not None:
-        gmem.write(out, np.asarray(init).view(np.uint8))
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(nthreads, 1, 1), cluster=(1, 1, 1), dynamic_smem=4096,
-                             params=[struct.pack("<Q", out)], launch_attrs=[])
-    m = Machine(parse_module(text), launch, gmem, seed=seed)
-    m.run()
-    return gmem.read(out, out_words * 4), m
 
 
 def test_atom_add_f32_returns_old_values_in_lane_order_and_logs_stores():
     # every lane adds 1.5 to word 0; lane i gets the value before its own add: 1.5 * i (lane order)
-    raw, m = run("""
+    raw, m = run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
     atom.relaxed.gpu.global.add.f32 %f1, [%rd1], 0f3FC00000;
@@ -41,7 +22,7 @@ def test_atom_add_f32_returns_old_values_in_lane_order_and_logs_stores():
     add.s64 %rd3, %rd1, %rd2;
     st.global.f32 [%rd3+4], %f1;
     ret;
-""", out_words=40)
+""", decls=REGS), out_words=40)
     words = raw.view(np.float32)
     assert words[0] == np.float32(1.5 * 32)
     assert (words[1:33] == np.float32(1.5) * np.arange(32, dtype=np.float32)).all()
@@ -52,29 +33,29 @@ def test_red_add_flushes_subnormals_and_adds_integers():
     init = np.zeros(4, np.uint32)
     init[0] = np.float32(1e-39).view(np.uint32)  # a subnormal already in memory
     init[1] = 7
-    raw, _ = run("""
+    raw, _ = run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     red.global.add.f32 [%rd1], 0f00000001;
     red.relaxed.gpu.global.add.u32 [%rd1+4], 2;
     ret;
-""", nthreads=32, out_words=4, init=init)
+""", decls=REGS), threads=32, out_words=4, init=init)
     assert raw.view(np.float32)[0] == 0.0  # subnormal input and subnormal addends flush to +0 (PTX ISA "red")
     assert raw.view(np.uint32)[1] == 7 + 2 * 32
 
 
 def test_atom_misaligned_is_a_hazard_and_other_ops_are_unsupported():
     with pytest.raises(Hazard, match="aligned"):
-        run("""
+        run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     atom.global.add.f32 %f1, [%rd1+2], 0f3F800000;
     ret;
-""")
+""", decls=REGS))
     with pytest.raises(Unsupported, match="atom"):
-        run("""
+        run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     atom.global.exch.b32 %r1, [%rd1], 1;
     ret;
-""")
+""", decls=REGS))
 
 
 CP_ASYNC = """
@@ -108,32 +89,33 @@ def test_cp_async_lands_before_its_noinc_arrive_completes_the_phase():
     # the phase completes only when every copy has landed, then each lane reads its word back
     init = np.arange(64, dtype=np.uint32) * 3 + 1
     for seed in range(3):
-        raw, _ = run(CP_ASYNC.replace("{count}", "32").replace("{noinc}", ".noinc").replace("{extra}", ""),
-                     out_words=128, init=np.concatenate([init, np.zeros(64, np.uint32)]), seed=seed)
+        text = kernel_text(CP_ASYNC.replace("{count}", "32").replace("{noinc}", ".noinc").replace("{extra}", ""),
+                           decls=REGS)
+        raw, _ = run_ptx(text, out_words=128, init=np.concatenate([init, np.zeros(64, np.uint32)]), seed=seed)
         words = raw.view(np.uint32)
         assert (words[64:96] == init[:32]).all()
 
 
 def test_cp_async_arrive_without_noinc_leaves_the_count_to_mbarrier_arrive():
     # without .noinc the asynchronous arrive-on nets zero: the phase (count 32) needs the threads' own arrivals
-    raw, _ = run(CP_ASYNC.replace("{count}", "32").replace("{noinc}", "").replace(
-        "{extra}", "mbarrier.arrive.shared::cta.b64 %rd9, [%r9];"), out_words=128,
+    raw, _ = run_ptx(kernel_text(CP_ASYNC.replace("{count}", "32").replace("{noinc}", "").replace(
+        "{extra}", "mbarrier.arrive.shared::cta.b64 %rd9, [%r9];"), decls=REGS), out_words=128,
         init=np.concatenate([np.arange(64, dtype=np.uint32) + 5, np.zeros(64, np.uint32)]))
     assert (raw.view(np.uint32)[64:96] == np.arange(32) + 5).all()
 
 
 def test_cp_async_size_and_alignment_are_checked():
     with pytest.raises(Hazard, match="cp-size"):
-        run("""
+        run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     mov.u32 %r9, smem;
     cp.async.ca.shared::cta.global [%r9+4], [%rd1], 8;
     ret;
-""")
+""", decls=REGS))
 
 
 def test_bar_warp_sync_passes_a_converged_warp_and_refuses_a_split_one():
-    raw, _ = run("""
+    raw, _ = run_ptx(kernel_text("""
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
     setp.eq.u32 %p1, %r1, 3;
@@ -146,10 +128,10 @@ JOIN:
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3+4], %r2;
     ret;
-""", out_words=40)
+""", decls=REGS), out_words=40)
     assert (raw.view(np.uint32)[1:33] == 9).all()
     with pytest.raises(Unsupported, match="later PC"):
-        run("""
+        run_ptx(kernel_text("""
     mov.u32 %r1, %tid.x;
     setp.eq.u32 %p1, %r1, 3;
     @%p1 bra LATE;
@@ -158,4 +140,4 @@ JOIN:
 LATE:
     bar.warp.sync -1;
     ret;
-""")
+""", decls=REGS))

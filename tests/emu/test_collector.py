@@ -1,7 +1,7 @@
 """emu: tcgen05.mma .collector::a::{fill, use, lastuse, discard} (PTX ISA tcgen05.mma, .collector_usage;
 emu.tcgen05 module docstring Q6).
 
-Expected values come from the independent helpers of tests/test_emu_tcgen05.py (TMA SWIZZLE_128B placement,
+Expected values come from the independent helpers of tests/emu/test_tcgen05.py (TMA SWIZZLE_128B placement,
 torch e4m3 decoding, a float64 einsum), not from emu.tcgen05's own operand fetch.
 """
 import numpy as np
@@ -11,6 +11,7 @@ from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
 from emu.tcgen05 import mma_block_scaled, tmem_alloc, tmem_copy_32x128b_warpx4
+from tests.emu.ptx_kit import kernel_text
 from tests.emu.test_tcgen05 import (AB_DESC, IDESC_128x64, IDESC_256x64, SF_DESC, Stage, desc_at, load_cta,
                                     make_cluster, place_sw128_tile, random_sf, read_d, ref_product)
 
@@ -112,23 +113,13 @@ def test_unknown_collector_op():
         _mma(ctas, base, base, IDESC_128x64, "keep")
 
 
-PTX = """
-.version 8.8
-.target sm_100a
-.visible .entry k(
-)
-{
-  .reg .pred %p<3>;
-  .reg .b32 %r<8>;
-  .reg .b64 %rd<4>;
+PTX = kernel_text("""
   tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X.collector::a::fill [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
   tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.block16.collector::a::use [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
   tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16.collector::a::lastuse [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
   tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16.collector::a::discard [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
   tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
-  ret;
-}
-"""
+  ret;""", params="", decls="  .reg .pred %p<3>;\n  .reg .b32 %r<8>;\n  .reg .b64 %rd<4>;", smem=False)
 
 
 def test_decode_collector_qualifiers():

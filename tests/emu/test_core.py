@@ -2,44 +2,17 @@
 barriers, the deadlock report and the unsupported-instruction error (no DSL, no GPU: hand-written PTX)."""
 from __future__ import annotations
 
-import struct
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from emu.isa import decode_kernel
-from emu.machine import Deadlock, Machine
+from emu.machine import Deadlock
 from emu.mbarrier import Mbarrier
 from emu.ptx import Addr, Imm, Pair, Reg, Sym, TensorCoords, Vec, parse_module
-from emu.state import GlobalMemory, Hazard, Unsupported
-
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
-
-
-def kernel_text(body: str, params: str = ".param .u64 out", regs: str = "") -> str:
-    decls = regs or ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
-    return f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k({params})\n{{\n{decls}\n{body}\n}}\n"
-
-
-def run(body: str, nthreads: int = 32, out_words: int = 64, seed: int = 0, grid=(1, 1, 1), cluster=(1, 1, 1)):
-    """Run a hand-written kernel with one u64 parameter `out` (a global buffer of out_words u32)."""
-    kernel = parse_module(kernel_text(body))
-    gmem = GlobalMemory()
-    out = gmem.alloc(out_words * 4, fill=0)
-    launch = SimpleNamespace(grid=grid, block=(nthreads, 1, 1), cluster=cluster, dynamic_smem=4096,
-                             params=[struct.pack("<Q", out)], launch_attrs=[])
-    m = Machine(kernel, launch, gmem, seed=seed)
-    m.run()
-    return gmem.read(out, out_words * 4).view(np.uint32), m
-
-
-STORE_TID = """
-    ld.param.u64 %rd1, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-"""
+from emu.state import Hazard, Unsupported
+from tests.emu.ptx_kit import STORE_TID, WAIT, kernel_text, run_ptx
 
 
 # ------------------------------------------------------------------ parser
@@ -96,7 +69,7 @@ def test_unsupported_forms_are_named_with_their_line():
 # ------------------------------------------------------------------ SIMT
 def test_divergence_reconverges_and_loops_per_lane():
     # odd lanes take a branch; each lane loops tid % 4 times; all lanes store after reconverging
-    out, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel_text(STORE_TID + """
     and.b32 %r2, %r1, 1;
     setp.eq.b32 %p1, %r2, 1;
     mov.b32 %r3, 100;
@@ -114,7 +87,7 @@ LOOP:
 END:
     st.global.u32 [%rd3], %r3;
     ret;
-""", out_words=32)
+"""), out_words=32)
     tid = np.arange(32)
     assert (out == np.where(tid % 2 == 1, 100, 200) + 1000 * (tid % 4)).all()
 
@@ -122,12 +95,12 @@ END:
 def test_elect_picks_one_member_by_seed():
     leaders = set()
     for seed in range(6):
-        out, _ = run(STORE_TID + """
+        out, _ = run_ptx(kernel_text(STORE_TID + """
     elect.sync %r2|%p1, -1;
     selp.b32 %r3, 1, 0, %p1;
     st.global.u32 [%rd3], %r3;
     ret;
-""", out_words=32, seed=seed)
+"""), out_words=32, seed=seed)
         assert out.sum() == 1
         leaders.add(int(np.flatnonzero(out)[0]))
     assert len(leaders) > 1  # which lane leads is unspecified: the emulator varies it
@@ -135,17 +108,17 @@ def test_elect_picks_one_member_by_seed():
 
 def test_bra_uni_that_diverges_is_a_hazard():
     with pytest.raises(Hazard, match="bra.uni"):
-        run(STORE_TID + """
+        run_ptx(kernel_text(STORE_TID + """
     setp.lt.u32 %p1, %r1, 16;
     @%p1 bra.uni SKIP;
 SKIP:
     ret;
-""")
+"""))
 
 
 def test_named_barrier_orders_shared_memory_between_warps():
     # warp 1 writes smem, bar.sync, warp 0 reads it
-    out, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel_text(STORE_TID + """
     mov.u32 %r9, smem;
     shl.b32 %r6, %r1, 2;
     add.s32 %r7, %r9, %r6;
@@ -160,7 +133,7 @@ WAIT:
     st.global.u32 [%rd3], %r10;
 DONE:
     ret;
-""", nthreads=64, out_words=64)
+"""), threads=64, out_words=64)
     assert (out[:32] == np.arange(32) + 32 + 7).all()
 
 
@@ -192,21 +165,13 @@ def test_spin_wait_deadlock_is_reported_with_barrier_state():
 SPIN:
     bar.sync 0;
     mbarrier.arrive.shared.b64 %rd5, [%r9];
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    ret;
+""" + WAIT + """    ret;
 """
     # 32 arrivals on a barrier that expects 2: the first two complete phase 0, then 30 more phases... so use a
     # count the warp cannot reach instead: arrive from lane 0 only
     body = body.replace("    mbarrier.arrive.shared.b64 %rd5, [%r9];", "    @!%p3 mbarrier.arrive.shared.b64 %rd5, [%r9];")
     with pytest.raises(Deadlock) as e:
-        run(body, nthreads=64)
+        run_ptx(kernel_text(body), threads=64)
     msg = str(e.value)
     assert "warp 0" in msg and "warp 1" in msg and "PTX line" in msg
     assert "1 of 2 arrivals pending" in msg and "waiting for parity 0" in msg
@@ -214,7 +179,7 @@ SPIN:
 
 def test_probe_then_arrive_then_probe_is_not_a_deadlock():
     # a warp that finds a barrier incomplete, arrives itself, and probes again makes progress
-    out, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel_text(STORE_TID + """
     mov.u32 %r9, smem;
     setp.ne.u32 %p3, %r1, 0;
     @%p3 bra DONE;
@@ -229,7 +194,7 @@ def test_probe_then_arrive_then_probe_is_not_a_deadlock():
     st.global.u32 [%rd3], %r4;
 DONE:
     ret;
-""")
+"""))
     assert out[0] == 7
 
 
@@ -246,15 +211,7 @@ def test_remote_arrive_needs_a_published_init():
     @!%p4 bra ARRIVE;
     mov.b32 %r2, 1;
     mbarrier.init.shared.b64 [%r9], %r2;
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    bra DONE;
+""" + WAIT + """    bra DONE;
 ARRIVE:
     mov.b32 %r11, 0;
     mapa.shared::cluster.u32 %r12, %r9, %r11;
@@ -264,7 +221,7 @@ DONE:
 """
     rules = set()
     for seed in range(6):
-        _, m = run(body, grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
+        _, m = run_ptx(kernel_text(body), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
         got = {n.rule for n in m.notes.values()}
         assert got and got <= {"mbarrier-init-unpublished", "mbarrier-used-before-init"}, got
         rules |= got
@@ -289,26 +246,18 @@ SYNC:
 DONE:
     @%p3 bra EXIT;
     @!%p4 bra EXIT;
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-EXIT:
+""" + WAIT + """EXIT:
     ret;
 """
     for seed in range(4):  # CTA 0 waits for the remote arrival before it exits; published: no notes
-        _, m = run(published, grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
+        _, m = run_ptx(kernel_text(published), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
         assert not m.notes
     # without that wait CTA 0 may exit first: a remote access to an exited CTA's shared memory
     early_exit = published.replace("    @!%p4 bra EXIT;", "    bra EXIT;")
     outcomes = set()
     for seed in range(8):
         try:
-            run(early_exit, grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
+            run_ptx(kernel_text(early_exit), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
             outcomes.add("ok")
         except Hazard as e:
             assert "exited" in str(e)

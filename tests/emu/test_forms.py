@@ -3,17 +3,13 @@ static `__shared__` variables, tanh.approx.f32, cvt.rn.f16.f32, .ftz f32 arithme
 Hand-written PTX, no DSL, no GPU; each test runs in well under a second."""
 from __future__ import annotations
 
-import struct
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
-from emu.machine import RESERVED_SMEM, Machine
-from emu.ptx import parse_module
-from emu.state import GlobalMemory, Hazard, Unsupported
+from emu.machine import RESERVED_SMEM
+from emu.state import Hazard, Unsupported
+from tests.emu.ptx_kit import kernel_text, run_ptx
 
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
 DECLS = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;\n.reg .f32 %f<16>;\n.reg .b16 %h<8>;"
 STORE_TID = """
     ld.param.u64 %rd1, [out];
@@ -23,20 +19,12 @@ STORE_TID = """
     add.s64 %rd3, %rd1, %rd2;
     add.s64 %rd8, %rd7, %rd2;
 """
+NO_INPUT = np.zeros(64, np.uint32)  # inp of a test that reads none
 
 
-def run(body, nthreads=32, inputs=None, out_words=64, seed=0, shared="", dynamic_smem=4096, top=""):
-    text = (f"{HEADER}{top}.extern .shared .align 1024 .b8 smem[];\n"
-            f".visible .entry k(.param .u64 out, .param .u64 inp)\n{{\n{DECLS}\n{shared}\n{body}\n}}\n")
-    kernel = parse_module(text)
-    gmem = GlobalMemory()
-    out = gmem.alloc(out_words * 4, fill=0)
-    inp = gmem.alloc_array(np.zeros(64, np.uint32) if inputs is None else np.asarray(inputs))
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(nthreads, 1, 1), cluster=(1, 1, 1), dynamic_smem=dynamic_smem,
-                             params=[struct.pack("<Q", out), struct.pack("<Q", inp)], launch_attrs=[])
-    m = Machine(kernel, launch, gmem, seed=seed)
-    m.run()
-    return gmem.read(out, out_words * 4).view(np.uint32), m, kernel
+def kernel(body: str, shared: str = "") -> str:
+    """The kernel `k(out, inp)` with `shared` function-scope declarations before its body."""
+    return kernel_text(body, ".param .u64 out, .param .u64 inp", DECLS, shared=shared)
 
 
 # ------------------------------------------------------------------ static shared variables
@@ -45,7 +33,7 @@ def test_static_shared_layout_is_static_first_then_dynamic():
     alias: static variables from the start of the window (after the reserved 1 KiB) at their alignment, declaration
     order; the dynamic buffer after them at its declared alignment (CUDA C++ Programming Guide, "Shared Memory")."""
     shared = "    .shared .align 8 .b8 bars[72];\n    .shared .align 16 .b8 small[20];\n    .shared .u32 flag;"
-    out, m, kernel = run(STORE_TID + """
+    out, m = run_ptx(kernel(STORE_TID + """
     mov.u32 %r2, bars;
     mov.u32 %r3, small;
     mov.u32 %r4, flag;
@@ -55,8 +43,8 @@ def test_static_shared_layout_is_static_first_then_dynamic():
     st.global.u32 [%rd1+8], %r4;
     st.global.u32 [%rd1+12], %r5;
     ret;
-""", shared=shared, nthreads=1)
-    layout = kernel.shared_layout
+""", shared=shared), [NO_INPUT], threads=1)
+    layout = m.kernel.shared_layout
     assert layout.offsets == {"bars": 0, "small": 80, "flag": 100} and layout.static_bytes == 104
     assert list(out[:4]) == [RESERVED_SMEM, RESERVED_SMEM + 80, RESERVED_SMEM + 100, 2048]  # smem aligned to 1024
     assert m.dynamic_smem_offset == 2048
@@ -64,7 +52,7 @@ def test_static_shared_layout_is_static_first_then_dynamic():
 
 def test_static_and_dynamic_shared_hold_separate_data():
     shared = "    .shared .align 8 .b8 bars[64];"
-    out, _, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel(STORE_TID + """
     mov.u32 %r2, bars;
     mov.u32 %r3, smem;
     shl.b32 %r4, %r1, 2;
@@ -77,25 +65,25 @@ def test_static_and_dynamic_shared_hold_separate_data():
     ld.shared.u32 %r8, [%r5];
     st.global.u32 [%rd3], %r8;
     ret;
-""", shared=shared, nthreads=16)
+""", shared=shared), [NO_INPUT], threads=16)
     assert (out[:16] == np.arange(16)).all()
 
 
 def test_unsized_static_shared_array_is_a_parse_error():
     with pytest.raises(Exception, match="needs a size"):
-        run("    ret;", shared="    .shared .align 8 .b8 bad[];")
+        run_ptx(kernel("    ret;", shared="    .shared .align 8 .b8 bad[];"), [NO_INPUT])
 
 
 # ------------------------------------------------------------------ float forms
 def test_tanh_approx_is_exact_rounded_without_a_measurement(monkeypatch):
     monkeypatch.setenv("EMU_MUFU_FIXTURE", "none")
     x = np.array([0.0, -0.0, 0.5, -4.25, 9.5, 1e-30, -3e-39, np.inf, -np.inf, np.nan] + [0.0] * 22, np.float32)
-    out, _, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel(STORE_TID + """
     ld.global.f32 %f1, [%rd8];
     tanh.approx.f32 %f2, %f1;
     st.global.f32 [%rd3], %f2;
     ret;
-""", inputs=x)
+"""), [x])
     got = out[:32].view(np.float32)
     want = np.tanh(x.astype(np.float64)).astype(np.float32)
     assert np.array_equal(got[:9], want[:9])  # subnormal input -3e-39 kept (tanh has no .ftz): tanh(x) = x
@@ -105,13 +93,13 @@ def test_tanh_approx_is_exact_rounded_without_a_measurement(monkeypatch):
 def test_cvt_rn_f16_f32_rounds_to_nearest_even():
     x = np.array([1.0, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 65504.0, 65520.0, -1e9, 2.0 ** -25, np.nan] + [0.0] * 24,
                  np.float32)
-    out, _, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel(STORE_TID + """
     ld.global.f32 %f1, [%rd8];
     cvt.rn.f16.f32 %h1, %f1;
     cvt.u32.u16 %r2, %h1;
     st.global.u32 [%rd3], %r2;
     ret;
-""", inputs=x)
+"""), [x])
     with np.errstate(over="ignore"):
         want = x[:7].astype(np.float16).view(np.uint16)
     assert list(out[:7]) == list(want)  # 1+2^-11 ties to 1.0; 65520 -> inf; 2^-25 ties to 0
@@ -120,7 +108,7 @@ def test_cvt_rn_f16_f32_rounds_to_nearest_even():
 
 def test_ftz_flushes_subnormal_inputs_and_results():
     x = np.array([1e-39, 1e-20, 3.0] + [1.0] * 29, np.float32)
-    out, _, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel(STORE_TID + """
     ld.global.f32 %f1, [%rd8];
     mul.ftz.f32 %f2, %f1, 0f3F800000;
     mul.ftz.f32 %f3, %f1, 0f1E3CE508;
@@ -131,7 +119,7 @@ def test_ftz_flushes_subnormal_inputs_and_results():
     st.global.f32 [%rd3+128], %f5;
     st.global.f32 [%rd3+256], %f6;
     ret;
-""", inputs=x, out_words=96)
+"""), [x], out_words=96)
     f = out.view(np.float32)
     assert f[0] == 0.0 and f[32] == 0.0  # subnormal input flushed by .ftz (mul and add)
     assert f[1] == np.float32(1e-20)  # 1e-20 * 1e-20 underflows to 0 under .ftz: only the first product remains
@@ -140,20 +128,20 @@ def test_ftz_flushes_subnormal_inputs_and_results():
 
 # ------------------------------------------------------------------ stores with cache operators
 def test_st_global_wt_and_other_cache_operators_store_the_value():
-    out, _, _ = run(STORE_TID + """
+    out, _ = run_ptx(kernel(STORE_TID + """
     add.s32 %r2, %r1, 5;
     st.global.wt.b32 [%rd3], %r2;
     st.global.cs.b32 [%rd3+128], %r2;
     ld.global.cg.u32 %r3, [%rd3];
     st.global.wb.b32 [%rd3+256], %r3;
     ret;
-""", out_words=96)
+"""), [NO_INPUT], out_words=96)
     assert (out[:32] == np.arange(32) + 5).all() and (out[32:64] == out[:32]).all() and (out[64:] == out[:32]).all()
 
 
 def test_cache_operator_of_the_other_direction_is_unsupported():
     with pytest.raises(Unsupported, match="modifier .wt"):
-        run(STORE_TID + "    ld.global.wt.u32 %r2, [%rd3];\n    ret;")
+        run_ptx(kernel(STORE_TID + "    ld.global.wt.u32 %r2, [%rd3];\n    ret;"), [NO_INPUT])
 
 
 # ------------------------------------------------------------------ setmaxnreg
@@ -174,14 +162,14 @@ DONE:
 def test_setmaxnreg_per_warpgroup():
     # warps 0-3 (a warpgroup) raise, warps 4-5 (an incomplete second warpgroup, as in novus677's 192-thread CTA)
     # lower: each warpgroup executes one setmaxnreg instruction in all its warps
-    out, _, _ = run(SETMAXNREG_SPLIT, nthreads=192, out_words=192)
+    out, _ = run_ptx(kernel(SETMAXNREG_SPLIT), [NO_INPUT], threads=192, out_words=192)
     assert (out == np.arange(192) // 32).all()
 
 
 def test_setmaxnreg_count_range_and_alignment():
     for bad in (16, 260, 100):
         with pytest.raises(Hazard, match="multiple of 8 in \\[24, 256\\]"):
-            run(f"    setmaxnreg.inc.sync.aligned.u32 {bad};\n    ret;")
+            run_ptx(kernel(f"    setmaxnreg.inc.sync.aligned.u32 {bad};\n    ret;"), [NO_INPUT])
 
 
 def test_setmaxnreg_must_be_the_same_instruction_in_a_warpgroup():
@@ -197,7 +185,7 @@ DONE:
     ret;
 """
     with pytest.raises(Hazard, match="same instruction must be executed by all warps in a warpgroup"):
-        run(body, nthreads=128)
+        run_ptx(kernel(body), [NO_INPUT], threads=128)
 
 
 def test_setmaxnreg_skipped_by_one_warp_is_caught_at_exit():
@@ -210,7 +198,7 @@ DONE:
     ret;
 """
     with pytest.raises(Hazard, match="different numbers of setmaxnreg"):
-        run(body, nthreads=128)
+        run_ptx(kernel(body), [NO_INPUT], threads=128)
 
 
 def test_setmaxnreg_by_part_of_a_warp_is_a_hazard():
@@ -222,4 +210,4 @@ DONE:
     ret;
 """
     with pytest.raises(Hazard, match="sync.aligned"):
-        run(body, nthreads=32)
+        run_ptx(kernel(body), [NO_INPUT], threads=32)

@@ -26,29 +26,10 @@ from emu.machine import POLICIES, STARVED, Deadlock, Machine, Schedule
 from emu.mbarrier import INIT_UNORDERED, REINIT_QUIESCENT, check_use
 from emu.ptx import parse_module
 from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, schedules_for
-from emu.state import GlobalMemory, Hazard
+from emu.state import Hazard
+from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 REPO = Path(__file__).resolve().parents[2]
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
-
-
-def kernel_text(body: str) -> str:
-    decls = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
-    return (f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k(.param .u64 out)\n{{\n{decls}\n"
-            f"{body}\n}}\n")
-
-
-def run(body: str, nthreads: int = 64, schedule: Schedule | None = None):
-    kernel = parse_module(kernel_text(body))
-    gmem = GlobalMemory()
-    out = gmem.alloc(256, fill=0)
-    shape = SimpleNamespace(grid=(1, 1, 1), block=(nthreads, 1, 1), cluster=(1, 1, 1), dynamic_smem=8192,
-                            params=[struct.pack("<Q", out)], launch_attrs=[])
-    m = Machine(kernel, shape, gmem, schedule=schedule)
-    m.run()
-    return m
-
-
 def lint_problems(body: str) -> str:
     kernel = parse_module(kernel_text(body))
     decode_kernel(kernel)
@@ -206,13 +187,13 @@ def test_lint_alignment_only_where_the_ptx_proves_it():
 
 def test_misaligned_vector_access_is_a_hazard_at_execution():
     with pytest.raises(Hazard, match="not a multiple of 16"):
-        run("""
+        run_ptx(kernel_text("""
     mov.u32 %r1, smem;
     ld.shared.u32 %r2, [%r1];
     add.s32 %r3, %r2, 8;
     st.shared.v4.b32 [%r3], {%r4, %r5, %r6, %r7};
     ret;
-""", nthreads=32)
+"""), threads=32, dynamic_smem=8192).machine
 
 
 # ============================================================================================ mbarrier init order
@@ -244,12 +225,14 @@ def test_mbarrier_use_before_ordered_init_is_noted_whatever_the_interleaving():
     emulated time the init came first, but nothing orders it before the use. arseni_ivanov's B200-verified kernel
     does the same (its TMA warp never synchronises with warp 0's inits), so the run says so in a Note under that
     precedent rather than a Hazard; without the precedent (no note callback) it is a Hazard."""
-    m = run(INIT_THEN_USE.replace("    SYNC\n", ""))
+    m = run_ptx(kernel_text(INIT_THEN_USE.replace("    SYNC\n", "")), threads=64, dynamic_smem=8192).machine
     notes = list(m.notes.values())
     assert [n.rule for n in notes] == [INIT_UNORDERED], notes
     assert "before its initialisation by warp 0" in notes[0].detail
     assert notes[0].precedent == precedents.ARSENI_INIT_UNORDERED
-    assert run(INIT_THEN_USE.replace("    SYNC\n", "    bar.sync 0;\n")).notes == {}  # a CTA barrier orders it
+    synced = run_ptx(kernel_text(INIT_THEN_USE.replace("    SYNC\n", "    bar.sync 0;\n")), threads=64,
+                     dynamic_smem=8192)
+    assert synced.machine.notes == {}  # a CTA barrier orders it
     init, user = SimpleNamespace(warp_id=0), SimpleNamespace(warp_id=1, seen={})
     init.cta = user.cta = SimpleNamespace(rank=0)
     bar = SimpleNamespace(cta=init.cta, init_thread=(init, 0), init_clock=5, init_line=7, offset=0)
@@ -274,11 +257,14 @@ DONE:
 
 def test_reinitialising_a_live_mbarrier():
     with pytest.raises(Hazard, match="in the middle of phase 0"):
-        run(REINIT.replace("COUNT", "2"), nthreads=32)  # one of two arrivals already counted
-    m = run(REINIT.replace("COUNT", "1"), nthreads=32)  # the arrival completed phase 0: nothing is lost
+        # one of two arrivals already counted
+        run_ptx(kernel_text(REINIT.replace("COUNT", "2")), threads=32, dynamic_smem=8192)
+    # the arrival completed phase 0: nothing is lost
+    m = run_ptx(kernel_text(REINIT.replace("COUNT", "1")), threads=32, dynamic_smem=8192).machine
     assert [n.rule for n in m.notes.values()] == [REINIT_QUIESCENT]
     whole_warp = "    mov.u32 %r9, smem;\n    mbarrier.init.shared.b64 [%r9], 1;\n    ret;\n"
-    assert run(whole_warp, nthreads=32).notes == {}  # 32 lanes of one instruction: one initialisation
+    # 32 lanes of one instruction: one initialisation
+    assert run_ptx(kernel_text(whole_warp), threads=32, dynamic_smem=8192).machine.notes == {}
 
 
 # ============================================================================================ schedules
@@ -328,15 +314,7 @@ SYNC:
     bar.sync 0;
     setp.lt.u32 %p4, %r1, 32;
     @%p4 bra PRODUCE;
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    ret;
+""" + wait_loop(hint=None) + """    ret;
 PRODUCE:
     @%p3 bra EXIT;
     mbarrier.arrive.shared.b64 %rd5, [%r9];
@@ -353,7 +331,7 @@ def test_late_wake_lets_a_waiter_miss_whole_phases():
         n = 0
         for seed in range(10):
             try:
-                run(ABA, schedule=Schedule(policy, seed))
+                run_ptx(kernel_text(ABA), schedule=Schedule(policy, seed), threads=64, dynamic_smem=8192)
             except Deadlock:
                 n += 1
         return n
@@ -402,15 +380,7 @@ INIT_DONE:
     tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
     ret;
 CONSUMER:
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    AFTER
+""" + wait_loop(hint=None) + """    AFTER
     add.s32 %r22, %r20, 2097152;
     tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r23}, [%r22];
     tcgen05.wait::ld.sync.aligned;
@@ -424,12 +394,14 @@ def test_tcgen05_across_threads_needs_the_fences():
     """PTX ISA 9.7.16.6.4.4: tcgen05.ld; wait::ld; fence::before_thread_sync; arrive -> wait; fence::after_thread_sync;
     tcgen05 operation. Without the fences the run still matches (the emulator runs everything in one order) and each
     missing fence is a note naming its precedent."""
-    bare = run(FENCES.replace("    BEFORE\n", "").replace("    AFTER\n", ""))
+    bare = run_ptx(kernel_text(FENCES.replace("    BEFORE\n", "").replace("    AFTER\n", "")), threads=64,
+                   dynamic_smem=8192).machine
     rules = sorted({n.rule for n in bare.notes.values()})
     assert rules == [ordering.FENCE_AFTER, ordering.FENCE_BEFORE]
     assert all(n.precedent for n in bare.notes.values())
-    fenced = run(FENCES.replace("BEFORE", "tcgen05.fence::before_thread_sync;")
-                 .replace("AFTER", "tcgen05.fence::after_thread_sync;"))
+    fenced = run_ptx(kernel_text(FENCES.replace("BEFORE", "tcgen05.fence::before_thread_sync;")
+                                 .replace("AFTER", "tcgen05.fence::after_thread_sync;")), threads=64,
+                     dynamic_smem=8192).machine
     assert fenced.notes == {}
 
 
@@ -471,15 +443,7 @@ PROXY = """
     tcgen05.cp.cta_group::1.32x128b.warpx4 [%r20], %rd2;
     mbarrier.init.shared.b64 [%r9], 1;
     tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-DONE:
+""" + wait_loop(hint=None) + """DONE:
     bar.sync 0;
     tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
     ret;
@@ -489,8 +453,8 @@ DONE:
 def test_async_proxy_reads_need_fence_proxy_async():
     """st.shared, then tcgen05.cp reads those bytes through the async proxy (PTX ISA 9.7.16.6.5)."""
     with pytest.raises(Hazard, match="fence.proxy.async"):
-        run(PROXY.replace("    FENCE\n", ""), nthreads=32)
-    run(PROXY.replace("FENCE", "fence.proxy.async.shared::cta;"), nthreads=32)
+        run_ptx(kernel_text(PROXY.replace("    FENCE\n", "")), threads=32, dynamic_smem=8192)
+    run_ptx(kernel_text(PROXY.replace("FENCE", "fence.proxy.async.shared::cta;")), threads=32, dynamic_smem=8192)
 
 
 # ============================================================================================ no apache-tvm-ffi

@@ -3,37 +3,26 @@ with their precedent (emu/precedents.py), and the run goes on the way the hardwa
 such a precedent stay hazards. Hand-written PTX, no DSL, no GPU; a few seconds in all."""
 from __future__ import annotations
 
-import struct
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from emu import precedents
-from emu.machine import Deadlock, Machine
-from emu.ptx import parse_module
-from emu.state import Cluster, Cta, GlobalMemory, Hazard
+from emu.machine import Deadlock
+from emu.state import Cluster, Cta, Hazard
 from emu.tcgen05 import tmem_alloc, tmem_load_32x32b
 from emu.tma import encode_tensor_map
+from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx
 
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
-DECLS = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
+SRC = np.arange(256, dtype=np.uint32)  # the src buffer
+LAUNCH = {"out_words": 256, "dynamic_smem": 8192}
 
 
-def run(body, nthreads=32, seed=0, params=(), out_words=256, dynamic_smem=8192, grid=(1, 1, 1), cluster=(1, 1, 1),
-        src=None):
-    """params: extra `.param .align 64 .b8 NAME[128]` tensor maps (name, bytes builder taking the gmem)."""
-    decl = ", ".join([".param .u64 out", ".param .u64 src"] + [f".param .align 64 .b8 {n}[128]" for n, _ in params])
-    text = f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k({decl})\n{{\n{DECLS}\n{body}\n}}\n"
-    gmem = GlobalMemory()
-    out = gmem.alloc(out_words * 4, fill=0)
-    src_addr = gmem.alloc_array(np.arange(256, dtype=np.uint32) if src is None else src)
-    blobs = [struct.pack("<Q", out), struct.pack("<Q", src_addr)] + [build(gmem, out) for _, build in params]
-    launch = SimpleNamespace(grid=grid, block=(nthreads, 1, 1), cluster=cluster, dynamic_smem=dynamic_smem,
-                             params=blobs, launch_attrs=[])
-    m = Machine(parse_module(text), launch, gmem, seed=seed)
-    m.run()
-    return gmem.read(out, out_words * 4).view(np.uint32), m
+def kernel(body: str, maps=()) -> str:
+    """The kernel `k(out, src, MAP...)`: each name of `maps` a 128-byte tensor-map parameter."""
+    return kernel_text(body, ", ".join([".param .u64 out", ".param .u64 src"]
+                                       + [f".param .align 64 .b8 {n}[128]" for n in maps]))
 
 
 def rules(m) -> set:
@@ -47,17 +36,6 @@ PROLOGUE = """
     mov.u32 %r9, smem;
     setp.ne.u32 %p1, %r1, 0;
 """
-WAIT = """
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-"""
-
 
 # ------------------------------------------------------------------ bulk copies
 def bulk_copy(offset_bytes: int, nbytes: int, wait: bool, use: bool) -> str:
@@ -83,13 +61,13 @@ DONE_ALL:
 
 
 def test_bulk_copy_inside_its_source_has_no_note():
-    out, m = run(bulk_copy(64, 64, wait=True, use=True))
+    out, m = run_ptx(kernel(bulk_copy(64, 64, wait=True, use=True)), [SRC], **LAUNCH)
     assert list(out[:2]) == [16, 28] and not m.notes
 
 
 def test_bulk_copy_past_the_allocation_is_a_note_and_reads_poison():
     # bytes 1024..1087 of a 1024-byte allocation: novus677's short-K launch reads scales past the tensors this way
-    out, m = run(bulk_copy(992, 64, wait=True, use=True))
+    out, m = run_ptx(kernel(bulk_copy(992, 64, wait=True, use=True)), [SRC], **LAUNCH)
     assert rules(m) == {"bulk-copy-reads-past-allocation"}
     note = next(iter(m.notes.values()))
     assert note.precedent == precedents.NOVUS_SHORT_K and "32 of 64 bytes" in note.detail
@@ -100,7 +78,7 @@ def test_bulk_copy_past_the_allocation_is_a_note_and_reads_poison():
 def test_copy_landing_after_exit_is_a_note():
     seen = set()
     for seed in range(8):
-        _, m = run(bulk_copy(0, 64, wait=False, use=False), seed=seed)
+        _, m = run_ptx(kernel(bulk_copy(0, 64, wait=False, use=False)), [SRC], seed=seed, **LAUNCH)
         seen |= rules(m)
     assert "async-copy-lands-after-exit" in seen and seen <= {"async-copy-lands-after-exit"}
 
@@ -128,14 +106,14 @@ WAITER:
 END:
     ret;
 """
-    out, m = run(body, nthreads=64)
+    out, m = run_ptx(kernel(body), [SRC], threads=64, **LAUNCH)
     assert out[0] == 1 and rules(m) == {"mbarrier-used-before-init"}
 
 
 def test_mbarrier_never_initialised_is_a_deadlock_naming_the_wait():
     body = PROLOGUE + WAIT + "    ret;"
     with pytest.raises(Deadlock, match="mbarrier.init at CTA0"):
-        run(body)
+        run_ptx(kernel(body), [SRC], **LAUNCH)
 
 
 # ------------------------------------------------------------------ TMA store sources
@@ -177,7 +155,7 @@ WAIT_READ = "    @%p1 bra W;\n    cp.async.bulk.wait_group.read 0;\nW:\n    bar.
 
 def store_run(before, after, tail="", seed=0):
     """C (256 words: thread t's value t + 100 in words 2t, 2t + 1) and the machine."""
-    return run(tma_store(before, after, tail), nthreads=128, params=[("cmap", c_map)], seed=seed)
+    return run_ptx(kernel(tma_store(before, after, tail), ["cmap"]), [SRC, c_map], threads=128, seed=seed, **LAUNCH)
 
 
 def test_fenced_synchronized_waited_store_has_no_note():
@@ -248,6 +226,7 @@ WAITALLOC:
 DONE:
     ret;
 """
-    _, m = run(body, nthreads=128)  # (the fence: the loads are ordered before the dealloc, emu.ordering)
+    _, m = run_ptx(kernel(body), [SRC], threads=128, **LAUNCH)  # (the fence: the loads are ordered before the
+    # dealloc, emu.ordering)
     assert rules(m) == {"tmem-lane-quadrant-from-warp"}  # warps 1-3 name quadrant 0; warp 0 does not
     assert m.stats["tmem_ld_lane_remapped"] == 3

@@ -5,17 +5,15 @@ scale factors and issues the MMAs, warp 1 loads the accumulator and hands it bac
 the planted bug epi_release_before_last_load of harness/mutants.py (slow, tests/test_emu_kernel.py)."""
 from __future__ import annotations
 
-import struct
 from types import SimpleNamespace
 
 import pytest
 
 from emu import ordering, precedents
-from emu.machine import POLICIES, Machine, Schedule
-from emu.ptx import parse_module
-from emu.state import GlobalMemory, Hazard
+from emu.machine import POLICIES, Schedule
+from emu.state import Hazard
+from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
 DESC_A_B = (8 << 16) | (16 << 32) | (1 << 46)  # K-major, no swizzle: LBO 128, SBO 256 (PTX ISA 9.7.16.4.1)
 DESC_SCALES = (8 << 32) | (1 << 46)  # 32 rows of 16 bytes, SBO 128
 IDESC = (8 << 24) | (8 << 17) | (1 << 10) | (1 << 7)  # M 128, N 64, E2M1 x E2M1, UE4M3 scales (PTX ISA 9.7.16.4.2)
@@ -65,40 +63,16 @@ SETUP_DONE:
     tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], %p3;
     tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
     mbarrier.arrive.shared.b64 %rd5, [%r9+16];
-    {{
-    .reg .pred P1;
-    WAIT_EMPTY:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9+8], 0;
-    @P1 bra.uni EMPTY_DONE;
-    bra.uni WAIT_EMPTY;
-    EMPTY_DONE:
-    }}
-    tcgen05.fence::after_thread_sync;
+{wait_loop('[%r9+8]', hint=None, label='WAIT_EMPTY', done='EMPTY_DONE')}    tcgen05.fence::after_thread_sync;
     tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], %p3;
     add.s32 %r15, %r9, 24;
     tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r15];
-    {{
-    .reg .pred P1;
-    WAIT_LAST:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9+24], 0;
-    @P1 bra.uni LAST_DONE;
-    bra.uni WAIT_LAST;
-    LAST_DONE:
-    }}
-MMA_DONE:
+{wait_loop('[%r9+24]', hint=None, label='WAIT_LAST', done='LAST_DONE')}MMA_DONE:
     bar.sync 0;
     tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 128;
     ret;
 EPILOGUE:
-    {{
-    .reg .pred P1;
-    WAIT_FULL:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9+ACQUIRE], 0;
-    @P1 bra.uni FULL_DONE;
-    bra.uni WAIT_FULL;
-    FULL_DONE:
-    }}
-    tcgen05.fence::after_thread_sync;
+{wait_loop('[%r9+ACQUIRE]', hint=None, label='WAIT_FULL', done='FULL_DONE')}    tcgen05.fence::after_thread_sync;
     add.s32 %r22, %r20, 2097152;
     HANDBACK
     bar.sync 0;
@@ -113,19 +87,7 @@ FULL, ISSUED = "0", "16"  # which of warp 0's signals the epilogue waits for bef
 
 
 def kernel(handback: list, acquire: str = FULL) -> str:
-    body = HANDOFF.replace("HANDBACK", "\n    ".join(handback)).replace("ACQUIRE", acquire)
-    decls = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
-    return (f"{HEADER}.extern .shared .align 1024 .b8 smem[];\n.visible .entry k(.param .u64 out)\n{{\n{decls}\n"
-            f"{body}\n}}\n")
-
-
-def run(text: str, schedule: Schedule | None = None) -> Machine:
-    gmem = GlobalMemory()
-    shape = SimpleNamespace(grid=(1, 1, 1), block=(64, 1, 1), cluster=(1, 1, 1), dynamic_smem=8192,
-                            params=[struct.pack("<Q", gmem.alloc(256, fill=0))], launch_attrs=[])
-    m = Machine(parse_module(text), shape, gmem, schedule=schedule)
-    m.run()
-    return m
+    return kernel_text(HANDOFF.replace("HANDBACK", "\n    ".join(handback)).replace("ACQUIRE", acquire))
 
 
 SCHEDULES = [Schedule(policy, seed) for seed, policy in enumerate(POLICIES)]
@@ -135,7 +97,7 @@ def test_epilogue_that_waits_before_it_releases_is_clean():
     """PTX ISA 9.7.16.6.4.4's pattern: ld; wait::ld; fence::before_thread_sync; arrive -> wait;
     fence::after_thread_sync; mma. Every schedule runs it without a hazard or a note."""
     for schedule in SCHEDULES:
-        m = run(kernel([LOAD, WAIT, RELEASE]), schedule)
+        m = run_ptx(kernel([LOAD, WAIT, RELEASE]), schedule=schedule, threads=64, dynamic_smem=8192).machine
         assert m.stats["mma"] == 2 and m.notes == {}, schedule.name
 
 
@@ -148,7 +110,7 @@ def test_release_before_the_load_reads_is_a_race_at_every_schedule(handback):
     issued), the load is the one that finds an MMA it has not seen complete."""
     for schedule in SCHEDULES:
         with pytest.raises(Hazard) as e:
-            run(kernel(handback), schedule)
+            run_ptx(kernel(handback), schedule=schedule, threads=64, dynamic_smem=8192)
         rules = (ordering.LD_THEN_MMA,) if handback[0] == LOAD else (ordering.LD_THEN_MMA, ordering.MMA_THEN_LD)
         assert any(f"[{r}]" in str(e.value) for r in rules), (schedule.name, str(e.value))
         assert "PTX ISA 9.7.16.6.3" in str(e.value)
@@ -158,7 +120,7 @@ def test_release_after_the_registers_are_used_but_before_wait_ld_is_a_note():
     """The load's registers used (ptxas's scoreboard waits for the load there), then the release, then wait::ld: the
     ISA completes the load only at the wait (9.7.16.8.3), but NVIDIA's B200-verified example releases this way."""
     for schedule in SCHEDULES:
-        m = run(kernel([LOAD, USE, RELEASE, WAIT]), schedule)
+        m = run_ptx(kernel([LOAD, USE, RELEASE, WAIT]), schedule=schedule, threads=64, dynamic_smem=8192).machine
         assert m.stats["mma"] == 2 and {n.rule for n in m.notes.values()} == {ordering.LD_UNWAITED}, schedule.name
         assert all(n.precedent == precedents.TCGEN05_LD_UNWAITED for n in m.notes.values())
 
@@ -168,7 +130,7 @@ def test_load_before_the_mma_is_observed_complete_is_a_race_at_every_schedule():
     accumulator the MMA may not have written yet."""
     for schedule in SCHEDULES:
         with pytest.raises(Hazard, match=f"\\[{ordering.MMA_THEN_LD}\\].*tcgen05.commit"):
-            run(kernel([LOAD, WAIT, RELEASE], acquire=ISSUED), schedule)
+            run_ptx(kernel([LOAD, WAIT, RELEASE], acquire=ISSUED), schedule=schedule, threads=64, dynamic_smem=8192)
 
 
 def test_reads_and_writes_of_other_columns_do_not_race():

@@ -11,14 +11,13 @@ first to float64 and then to f32 gives the wrong answer. Runs in a few seconds o
 from __future__ import annotations
 
 import struct
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from emu.machine import Machine
 from emu.ptx import parse_module
-from emu.state import GlobalMemory, Unsupported
+from emu.state import Unsupported
+from tests.emu.ptx_kit import kernel_text, run_ptx
 
 # ------------------------------------------------------------------ the exact reference (Python integers)
 FLT_MAX_BITS, CANON_NAN, ONE = 0x7F7FFFFF, 0x7FFFFFFF, 0x3F800000
@@ -163,23 +162,20 @@ def _triples(rng):
 
 
 # ------------------------------------------------------------------ running PTX
-HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
+PARAMS = ".param .u64 out, .param .u64 pa, .param .u64 pb, .param .u64 pc"
+DECLS = ".reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .f32 %f<32>;\n.reg .b64 %rd<32>;"
+LAUNCH = {"threads": LANES, "out_words": 4 * LANES, "dynamic_smem": 0}  # out: four words a lane
 
 
-def run_ptx(body: str, words: list, nthreads: int = LANES, out_words: int = 4 * LANES):
-    """Run `body` with params out, pa, pb, pc (u64 pointers to `words`); the output as uint32 words."""
-    text = (f"{HEADER}.visible .entry k(.param .u64 out, .param .u64 pa, .param .u64 pb, .param .u64 pc)\n{{\n"
-            ".reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .f32 %f<32>;\n.reg .b64 %rd<32>;\n"
-            f"{body}\n}}\n")
-    kernel = parse_module(text)
-    gmem = GlobalMemory()
-    out = gmem.alloc(out_words * 4, fill=0)
-    ptrs = [gmem.alloc_array(np.asarray(w, np.uint64)) for w in words]
-    ptrs += [ptrs[0]] * (3 - len(ptrs))
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(nthreads, 1, 1), cluster=(1, 1, 1), dynamic_smem=0,
-                             params=[struct.pack("<Q", p) for p in [out] + ptrs], launch_attrs=[])
-    Machine(kernel, launch, gmem).run()
-    return gmem.read(out, out_words * 4).view(np.uint32)
+def kernel(body: str) -> str:
+    """`k(out, pa, pb, pc)`: pointers to u64 operand words."""
+    return kernel_text(body, PARAMS, DECLS, smem=False)
+
+
+def operands(words: list) -> list:
+    """pa, pb, pc as u64 arrays (pa's words again for a pointer the form does not read)."""
+    arrays = [np.asarray(w, np.uint64) for w in words]
+    return arrays + arrays[:1] * (3 - len(arrays))
 
 
 LOAD = """
@@ -233,7 +229,7 @@ def test_packed_form_is_two_exact_scalar_ops(op, rnd, ftz):
     ops = _triples(rng) if op == "fma" else _pairs(rng)
     mods = (f".{rnd}" if rnd else "") + (".ftz" if ftz else "")
     words = [_pack(x[:LANES], x[LANES:]) for x in ops]
-    out = run_ptx(packed_vs_scalar_body(op, mods), words).reshape(LANES, 4)
+    out = run_ptx(kernel(packed_vs_scalar_body(op, mods)), operands(words), **LAUNCH).words.reshape(LANES, 4)
     packed = np.concatenate([out[:, 0], out[:, 1]])
     scalar = np.concatenate([out[:, 2], out[:, 3]])
     want = np.array([ref(op, [int(x[i]) for x in ops], rnd or "rn", ftz) for i in range(2 * LANES)], np.uint32)
@@ -256,14 +252,14 @@ def test_fma_is_fused_and_rounded_once():
     a, c = _f32(1 + 2.0 ** -12), _f32(2.0 ** -80)
     words = [_pack([a] * LANES, [a] * LANES), _pack([a] * LANES, [a] * LANES),
              _pack([c] * LANES, [c ^ 0x80000000] * LANES)]
-    out = run_ptx(LOAD + """
+    out = run_ptx(kernel(LOAD + """
     fma.rn.f32x2 %rd20, %rd10, %rd11, %rd12;
     st.global.b64 [%rd13], %rd20;
     mul.rn.f32x2 %rd21, %rd10, %rd11;
     add.rn.f32x2 %rd22, %rd21, %rd12;
     st.global.b64 [%rd13+8], %rd22;
     ret;
-""", words).reshape(LANES, 4)
+"""), operands(words), **LAUNCH).words.reshape(LANES, 4)
     up, down = _f32(1 + 2.0 ** -11 + 2.0 ** -23), _f32(1 + 2.0 ** -11)
     assert (out[:, 0] == up).all() and (out[:, 1] == down).all()  # +2^-80 rounds up, -2^-80 down
     assert (out[:, 2] == down).all() and (out[:, 3] == down).all()  # unfused: the tie went to even
@@ -275,12 +271,12 @@ def test_ftz_flushes_subnormal_inputs_and_results():
     tiny, big = 0x00000003, _f32(2.0 ** -63)  # 3 * 2^-149; 2^-63 * 2^-64 = 2^-127 (subnormal)
     a = _pack([tiny] * LANES, [big] * LANES)
     b = _pack([ONE] * LANES, [_f32(-(2.0 ** -64))] * LANES)
-    out = run_ptx(LOAD + """
+    out = run_ptx(kernel(LOAD + """
     mul.ftz.f32x2 %rd20, %rd10, %rd11;
     mul.f32x2 %rd21, %rd10, %rd11;
     st.global.v2.b64 [%rd13], {%rd20, %rd21};
     ret;
-""", [a, b]).reshape(LANES, 4)
+"""), operands([a, b]), **LAUNCH).words.reshape(LANES, 4)
     assert (out[:, 0] == 0).all() and (out[:, 1] == 0x80000000).all()  # +0 (flushed input), -0 (flushed result)
     assert (out[:, 2] == tiny).all() and (out[:, 3] == 0x80400000).all()  # -2^-127 = 0x80400000
 
@@ -289,7 +285,7 @@ def test_rounding_modes_on_one_tie():
     """1 + 2^-24 (half an ulp of 1) and its negation under each rounding modifier of add.f32x2."""
     a = _pack([ONE] * LANES, [0xBF800000] * LANES)
     b = _pack([0x33800000] * LANES, [0xB3800000] * LANES)
-    out = run_ptx(LOAD + """
+    out = run_ptx(kernel(LOAD + """
     add.rn.f32x2 %rd20, %rd10, %rd11;
     add.rz.f32x2 %rd21, %rd10, %rd11;
     add.rm.f32x2 %rd22, %rd10, %rd11;
@@ -298,7 +294,7 @@ def test_rounding_modes_on_one_tie():
     add.s64 %rd14, %rd1, %rd9;
     st.global.v4.b64 [%rd14], {%rd20, %rd21, %rd22, %rd23};
     ret;
-""", [a, b], out_words=8 * LANES).reshape(LANES, 8)
+"""), operands([a, b]), **{**LAUNCH, "out_words": 8 * LANES}).words.reshape(LANES, 8)
     got = [tuple(int(x) for x in out[0, 2 * i: 2 * i + 2]) for i in range(4)]
     assert got == [(ONE, 0xBF800000), (ONE, 0xBF800000), (ONE, 0xBF800001), (0x3F800001, 0xBF800000)]
 
@@ -313,7 +309,8 @@ def test_sat_clamps_to_the_unit_interval(op):
     cols = [np.array([t[k] for t in trip] + [0] * (2 * LANES - n), np.uint64) for k in range(3)]
     words = [_pack(c[:LANES], c[LANES:]) for c in cols]
     rnd = ".rn" if op == "fma" else ""
-    out = run_ptx(packed_vs_scalar_body(op, rnd, scalar_mods=rnd + ".sat"), words).reshape(LANES, 4)
+    out = run_ptx(kernel(packed_vs_scalar_body(op, rnd, scalar_mods=rnd + ".sat")), operands(words), **LAUNCH)
+    out = out.words.reshape(LANES, 4)
     unsat, sat = out[:n, 0], out[:n, 2]  # the packed form without .sat, the scalar form with it
     want = [ref(op, list(t), "rn", sat=True) for t in trip]
     assert list(sat) == want
@@ -331,7 +328,8 @@ def test_sat_clamps_to_the_unit_interval(op):
 ])
 def test_unknown_forms_fail_naming_the_form(form, why):
     with pytest.raises(Unsupported, match="not implemented") as e:
-        run_ptx(LOAD + f"    {form};\n    ret;\n", [np.zeros(LANES, np.uint64)], nthreads=32)
+        run_ptx(kernel(LOAD + f"    {form};\n    ret;\n"), operands([np.zeros(LANES, np.uint64)]),
+                **{**LAUNCH, "threads": 32})
     assert why in str(e.value) and form.split()[0] in str(e.value)
 
 
@@ -342,18 +340,12 @@ def test_issue_cost_is_one_fma_pipe_instruction():
     from emu.timing.engine import DATAFLOW, classify
 
     c = cost_table.load()
-    kernel = parse_module(HEADER + """.visible .entry k(.param .u64 out)
-{
-.reg .b64 %rd<8>;
-.reg .f32 %f<4>;
-    mul.f32x2 %rd1, %rd2, %rd3;
+    kernel = parse_module(kernel_text("""    mul.f32x2 %rd1, %rd2, %rd3;
     fma.rn.ftz.f32x2 %rd4, %rd1, %rd2, %rd3;
     sub.rm.f32x2 %rd5, %rd4, %rd1;
     add.s64 %rd6, %rd5, %rd1;
     fma.rn.f32 %f1, %f2, %f3, %f1;
-    ret;
-}
-""")
+    ret;""", decls=".reg .b64 %rd<8>;\n.reg .f32 %f<4>;", smem=False))
     got = [classify(i) for i in kernel.instrs[:5]]
     assert [g[0] for g in got] == ["fp32x2", "fp32x2", "fp32x2", "alu64", "alu"]
     assert got[1][1:] == (("%rd1", "%rd2", "%rd3"), ("%rd4",)) and "fp32x2" in DATAFLOW

@@ -8,7 +8,7 @@ import pytest
 from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
-from tests.emu.test_core import STORE_TID, kernel_text, run
+from tests.emu.ptx_kit import STORE_TID, WAIT, kernel_text, run_ptx
 
 # CTA 1's thread 0 stores four words into CTA 0's shared memory at smem+16 with st.async, completing tx on CTA 0's
 # mbarrier at smem+0, and arrives on it expecting those 16 bytes; CTA 0's thread 0 waits, then copies the words out.
@@ -40,15 +40,7 @@ SYNC:
     mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%r12], 16;
     bra EXIT;
 RECV:
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    ld.shared.v4.b32 {%r30, %r31, %r32, %r33}, [%r9+16];
+""" + WAIT + """    ld.shared.v4.b32 {%r30, %r31, %r32, %r33}, [%r9+16];
     st.global.v4.b32 [%rd3], {%r30, %r31, %r32, %r33};
 EXIT:
     ret;
@@ -61,7 +53,7 @@ def send(dst: int = 16, mbar_fix: str = "") -> str:
 
 def test_st_async_lands_in_the_peer_and_completes_its_mbarrier():
     for seed in range(6):  # completion may come before or after the sender's expect-tx
-        out, m = run(send(), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
+        out, m = run_ptx(kernel_text(send()), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
         assert list(out[:4]) == [11, 12, 13, 14]
         assert m.stats["st_async_bytes"] == 16
 
@@ -70,12 +62,12 @@ def test_st_async_mbarrier_in_another_cta_than_the_destination_is_a_hazard():
     # the mbarrier operand names the sending CTA (rank 1) while the data goes to rank 0
     bad = send(mbar_fix="mov.b32 %r15, 1;\n    mapa.shared::cluster.u32 %r12, %r9, %r15;")
     with pytest.raises(Hazard, match="same CTA"):
-        run(bad, grid=(2, 1, 1), cluster=(2, 1, 1))
+        run_ptx(kernel_text(bad), grid=(2, 1, 1), cluster=(2, 1, 1))
 
 
 def test_st_async_misaligned_vector_is_a_hazard():
     with pytest.raises(Hazard, match="aligned"):
-        run(send(dst=24), grid=(2, 1, 1), cluster=(2, 1, 1))
+        run_ptx(kernel_text(send(dst=24)), grid=(2, 1, 1), cluster=(2, 1, 1))
 
 
 def test_st_async_forms():

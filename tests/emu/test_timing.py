@@ -17,6 +17,7 @@ from emu.machine import Cost  # noqa: E402
 from emu.timing import costs as cost_table  # noqa: E402
 from emu.timing.engine import classify  # noqa: E402
 from emu.timing.resources import SM, Bandwidth, Pipe, SlotPipe  # noqa: E402
+from tests.emu.ptx_kit import kernel_text  # noqa: E402
 
 
 # ------------------------------------------------------------------ the cost table
@@ -144,26 +145,15 @@ def test_a_from_the_collector_reads_only_b():
 def test_classify_sources_and_destinations():
     from emu import ptx as ptx_mod
 
-    text = """
-.version 8.8
-.target sm_100a
-.address_size 64
-.visible .entry k(.param .u64 p)
-{
-    .reg .b32 %r<9>;
-    .reg .b64 %rd<4>;
-    .reg .f32 %f<4>;
-    .reg .pred %p<3>;
-    add.s32 %r1, %r2, %r3;
+    text = kernel_text("""    add.s32 %r1, %r2, %r3;
     ex2.approx.ftz.f32 %f1, %f2;
     st.global.v4.b32 [%rd1+16], {%r4, %r5, %r6, %r7};
     @%p1 bra $L1;
 $L1:
     mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r8], %r1;
     cvt.rn.f16x2.f32 %r1, %f1, %f2;
-    ret;
-}
-"""
+    ret;""", ".param .u64 p", "    .reg .b32 %r<9>;\n    .reg .b64 %rd<4>;\n    .reg .f32 %f<4>;\n"
+                       "    .reg .pred %p<3>;", smem=False)
     k = ptx_mod.parse_module(text)
     got = [classify(i) for i in k.instrs]
     assert got[0] == ("alu", ("%r2", "%r3"), ("%r1",))

@@ -9,6 +9,7 @@ import pytest
 
 from emu import tma
 from emu.state import Hazard, Unsupported
+from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # driver enum (cuda.h CUtensorMapDataType) -> (hardware code, tf32 flag), as measured
@@ -153,7 +154,6 @@ def test_str_is_readable():
 # NVIDIA/cutlass PR #1870 saw the fault on hardware. Hand-written PTX on the machine: lane 0 of one warp copies one
 # 8 x 128-byte SW128 box between global memory and smem + 1024 + off. With `off` a kernel parameter the static pass
 # cannot judge the address, so the check at issue does; with `off` an immediate the static pass does.
-ALIGN_HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n"
 ALIGN_PROLOGUE = """
     ld.param.u64 %rd1, [out];
     mov.u64 %rd5, tmap;
@@ -172,15 +172,7 @@ ALIGN_LOAD = """
     mov.b32 %r4, 1024;
     mbarrier.arrive.expect_tx.shared.b64 _, [%r9], %r4;
     cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [%r3], [%rd5, {%r7, %r7}], [%r9];
-    {
-    .reg .pred P1;
-    LAB_WAIT:
-    mbarrier.try_wait.parity.shared.b64 P1, [%r9], 0, 1000;
-    @P1 bra.uni DONE;
-    bra.uni LAB_WAIT;
-    DONE:
-    }
-    ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [%r3];
+""" + WAIT + """    ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [%r3];
     st.global.v4.u32 [%rd1], {%r10, %r11, %r12, %r13};
     st.global.u32 [%rd1+16], %r3;
 """
@@ -193,29 +185,19 @@ DYNAMIC_OFFSET = "ld.param.u32 %r2, [off];"
 
 
 def align_kernel(copy: str, offset: str) -> str:
-    decls = ".reg .pred %p<8>;\n.reg .b32 %r<64>;\n.reg .b64 %rd<16>;"
-    return (f"{ALIGN_HEADER}.visible .entry k(.param .u64 out, .param .u32 off, .param .align 64 .b8 tmap[128])\n"
-            f"{{\n{decls}\n{ALIGN_PROLOGUE.replace('{offset}', offset)}{copy}DONE_ALL:\n    ret;\n}}\n")
+    return kernel_text(f"{ALIGN_PROLOGUE.replace('{offset}', offset)}{copy}DONE_ALL:\n    ret;",
+                       ".param .u64 out, .param .u32 off, .param .align 64 .b8 tmap[128]")
 
 
 def align_run(copy: str, off: int):
     """(out bytes, the global tensor) after one run with smem + 1024 + off as the copy's shared-memory address."""
-    import struct
-    from types import SimpleNamespace
-
-    from emu.machine import Machine
-    from emu.ptx import parse_module
-    from emu.state import GlobalMemory
-
-    gmem = GlobalMemory()
-    out = gmem.alloc(1024, fill=0)
     tensor = pattern(1024)
-    base = out if copy is ALIGN_STORE else gmem.alloc_array(tensor)
-    tmap = tma.encode_tensor_map(base, 0, dims=[128, 8], strides=[128], box=[128, 8], swizzle=3)
-    launch = SimpleNamespace(grid=(1, 1, 1), block=(32, 1, 1), cluster=(1, 1, 1), dynamic_smem=4096,
-                             params=[struct.pack("<Q", out), struct.pack("<I", off), tmap], launch_attrs=[])
-    Machine(parse_module(align_kernel(copy, DYNAMIC_OFFSET)), launch, gmem, seed=0).run()
-    return gmem.read(out, 1024), tensor
+
+    def tmap(gmem, out):
+        base = out if copy is ALIGN_STORE else gmem.alloc_array(tensor)
+        return tma.encode_tensor_map(base, 0, dims=[128, 8], strides=[128], box=[128, 8], swizzle=3)
+
+    return run_ptx(align_kernel(copy, DYNAMIC_OFFSET), [off, tmap], out_words=256).raw, tensor
 
 
 @pytest.mark.parametrize("copy,role", [(ALIGN_LOAD, "destination"), (ALIGN_STORE, "source")], ids=["load", "store"])
