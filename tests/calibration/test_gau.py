@@ -5,7 +5,8 @@ The points file is checked without any source. The kernels' source (gau-nernst/g
 nvidia/nvfp4_dual_gemm/ and nvidia/nvfp4_gemm/) is not in this repository: the runs (slow) use the files at their
 repository paths under $GAU_SOURCES (default /tmp/gau_src) and skip with the reason when they are absent, when no
 nvcc is installed, or (nvfp4_gemm, whose kernels keep their mbarriers in a static __shared__ array) when the
-emulator has no static shared-memory layout. The tensor-memory unit tests at the end need nothing.
+emulator has no static shared-memory layout. The tensor-memory loads his kernels taught the emulator:
+tests/emu/test_tcgen05.py.
 """
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from emu.state import Cluster, Cta, EmulatorError, Hazard, TMEM_LANES  # noqa: E402
-from emu.tcgen05 import tmem_alloc, tmem_load_16x256b, tmem_load_32x32b  # noqa: E402
+from emu.state import EmulatorError  # noqa: E402
 from calibration import gau, gau_versions as gv  # noqa: E402
 
 DOC = gau.load_points()
@@ -305,47 +305,3 @@ def test_device_edits_are_mechanical():
     body = cu.split("\n", 1)[1].rsplit("\n// emu: instantiate", 1)[0]
     assert body.replace("\n", "") in src.replace("#include <torch/library.h>\n", "").replace(
         "#include <ATen/core/Tensor.h>\n", "").replace("\n", "")
-
-
-# ---------------------------------------------------------------------------------------------- no source needed
-def _pair():
-    cl = Cluster((0, 0, 0), (2, 1, 1))
-    for r in range(2):
-        cl.ctas.append(Cta((r, 0, 0), r, cl, np.zeros(1024, np.uint8)))
-    return cl
-
-
-def test_ld_16x256b_fragment():
-    """Thread t, register 4i + 2h + c <- lane base + t//4 + 8h, column col + 8i + 2(t%4) + c (CUTLASS
-    SM100_TMEM_LOAD_16dp256b1x/2x DstLayout)."""
-    cta = _pair().ctas[0]
-    col = tmem_alloc([cta], 32)
-    lanes, cols = np.meshgrid(np.arange(TMEM_LANES), np.arange(512), indexing="ij")
-    cta.tmem[:, :] = (lanes << 16 | cols).astype(np.uint32)
-    v = tmem_load_16x256b(cta, (48 << 16) | col, 1, 2)  # warp 1, lanes 48..63, 2 repetitions
-    assert v.shape == (32, 8)
-    for t in range(32):
-        for r in range(8):
-            i, h, c = r // 4, (r // 2) % 2, r % 2
-            assert v[t, r] >> 16 == 48 + t // 4 + 8 * h
-            assert v[t, r] & 0xFFFF == col + 8 * i + 2 * (t % 4) + c
-    with pytest.raises(Hazard):
-        tmem_load_16x256b(cta, (56 << 16) | col, 1, 1)  # lanes 56..71 cross out of warp 1's quadrant
-
-
-def test_lane_field_above_127_reads_the_warps_quadrant():
-    """gau-nernst v2's odd CTA reads lane field 128 + 32w + 16m: the warp's own quadrant w, offset 16m
-    (emu.tcgen05.tmem_ld_first_lane), in either CTA of a pair."""
-    cl = _pair()
-    for cta in cl.ctas:
-        tmem_alloc([cta], 32)
-        cta.tmem[:, :32] = np.arange(TMEM_LANES, dtype=np.uint32)[:, None]
-    odd, even = cl.ctas[1], cl.ctas[0]
-    v = tmem_load_32x32b(odd, (128 + 64) << 16, 2, 1)
-    assert (v[:, 0] == np.arange(64, 96)).all()
-    v = tmem_load_16x256b(odd, (128 + 16) << 16, 0, 1)
-    assert v[0, 0] == 16
-    v = tmem_load_32x32b(even, (128 + 64) << 16, 2, 1)
-    assert (v[:, 0] == np.arange(64, 96)).all()
-    with pytest.raises(Hazard):
-        tmem_load_16x256b(odd, (128 + 24) << 16, 0, 1)  # offset 24 + 16 lanes leave the quadrant

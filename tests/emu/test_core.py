@@ -1,18 +1,15 @@
-"""Unit tests of the emulator's core: the PTX parser, warps and divergence, mbarriers, named and cluster
-barriers, the deadlock report and the unsupported-instruction error (no DSL, no GPU: hand-written PTX)."""
+"""Unit tests of the emulator's core: the PTX parser, warps and divergence, named barriers and the
+unsupported-instruction error (no DSL, no GPU: hand-written PTX). mbarriers and cluster barriers:
+tests/emu/test_mbarrier.py."""
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from emu.isa import decode_kernel
-from emu.machine import Deadlock
-from emu.mbarrier import Mbarrier
 from emu.ptx import Addr, Imm, Pair, Reg, Sym, TensorCoords, Vec, parse_module
 from emu.state import Hazard, Unsupported
-from tests.emu.ptx_kit import STORE_TID, WAIT, kernel_text, run_ptx
+from tests.emu.ptx_kit import STORE_TID, kernel_text, run_ptx
 
 
 # ------------------------------------------------------------------ parser
@@ -135,131 +132,3 @@ DONE:
     ret;
 """), threads=64, out_words=64)
     assert (out[:32] == np.arange(32) + 32 + 7).all()
-
-
-# ------------------------------------------------------------------ mbarriers
-def test_mbarrier_phase_needs_arrivals_and_tx():
-    cta = SimpleNamespace(rank=0)
-    bar = Mbarrier(cta, 0, 2, 1)
-    assert bar.phase_complete(1) and not bar.phase_complete(0)  # the previous phase (parity 1) is complete
-    bar.arrive(1)
-    bar.expect_tx(64)
-    bar.arrive(1)
-    assert bar.phase == 0 and bar.tx == 64  # both arrivals in, 64 bytes outstanding
-    bar.complete_tx(64)
-    assert bar.phase == 1 and bar.pending == 2 and bar.phase_complete(0)
-    bar.complete_tx(16)  # complete-tx before expect-tx: the tx-count goes negative within the phase
-    bar.expect_tx(16)
-    assert bar.phase == 1
-    with pytest.raises(Hazard, match="count 0"):
-        Mbarrier(cta, 8, 0, 1)
-
-
-def test_spin_wait_deadlock_is_reported_with_barrier_state():
-    body = STORE_TID + """
-    mov.u32 %r9, smem;
-    setp.ne.u32 %p3, %r1, 0;
-    @%p3 bra SPIN;
-    mov.b32 %r2, 2;
-    mbarrier.init.shared.b64 [%r9], %r2;
-SPIN:
-    bar.sync 0;
-    mbarrier.arrive.shared.b64 %rd5, [%r9];
-""" + WAIT + """    ret;
-"""
-    # 32 arrivals on a barrier that expects 2: the first two complete phase 0, then 30 more phases... so use a
-    # count the warp cannot reach instead: arrive from lane 0 only
-    body = body.replace("    mbarrier.arrive.shared.b64 %rd5, [%r9];", "    @!%p3 mbarrier.arrive.shared.b64 %rd5, [%r9];")
-    with pytest.raises(Deadlock) as e:
-        run_ptx(kernel_text(body), threads=64)
-    msg = str(e.value)
-    assert "warp 0" in msg and "warp 1" in msg and "PTX line" in msg
-    assert "1 of 2 arrivals pending" in msg and "waiting for parity 0" in msg
-
-
-def test_probe_then_arrive_then_probe_is_not_a_deadlock():
-    # a warp that finds a barrier incomplete, arrives itself, and probes again makes progress
-    out, _ = run_ptx(kernel_text(STORE_TID + """
-    mov.u32 %r9, smem;
-    setp.ne.u32 %p3, %r1, 0;
-    @%p3 bra DONE;
-    mov.b32 %r2, 2;
-    mbarrier.init.shared.b64 [%r9], %r2;
-    mbarrier.try_wait.parity.shared.b64 %p1, [%r9], 0;
-    mbarrier.arrive.shared.b64 %rd5, [%r9];
-    mbarrier.try_wait.parity.shared.b64 %p1, [%r9], 0;
-    mbarrier.arrive.shared.b64 %rd5, [%r9];
-    mbarrier.try_wait.parity.shared.b64 %p1, [%r9], 0;
-    selp.b32 %r4, 7, 0, %p1;
-    st.global.u32 [%rd3], %r4;
-DONE:
-    ret;
-"""))
-    assert out[0] == 7
-
-
-def test_remote_arrive_needs_a_published_init():
-    # CTA 1 arrives on CTA 0's barrier with no fence + cluster barrier in between: the memory model promises nothing.
-    # A hardware-verified kernel does it and survives (arseni_ivanov's, emu.precedents): the run completes with a Note,
-    # the arrival waiting for the init when CTA 1 gets there first.
-    body = STORE_TID + """
-    mov.u32 %r9, smem;
-    mov.u32 %r10, %cluster_ctarank;
-    setp.ne.u32 %p3, %r1, 0;
-    @%p3 bra DONE;
-    setp.eq.u32 %p4, %r10, 0;
-    @!%p4 bra ARRIVE;
-    mov.b32 %r2, 1;
-    mbarrier.init.shared.b64 [%r9], %r2;
-""" + WAIT + """    bra DONE;
-ARRIVE:
-    mov.b32 %r11, 0;
-    mapa.shared::cluster.u32 %r12, %r9, %r11;
-    mbarrier.arrive.shared::cluster.b64 _, [%r12], 1;
-DONE:
-    ret;
-"""
-    rules = set()
-    for seed in range(6):
-        _, m = run_ptx(kernel_text(body), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
-        got = {n.rule for n in m.notes.values()}
-        assert got and got <= {"mbarrier-init-unpublished", "mbarrier-used-before-init"}, got
-        rules |= got
-    assert rules == {"mbarrier-init-unpublished", "mbarrier-used-before-init"}  # both orders were drawn
-    published = STORE_TID + """
-    mov.u32 %r9, smem;
-    mov.u32 %r10, %cluster_ctarank;
-    setp.ne.u32 %p3, %r1, 0;
-    @%p3 bra SYNC;
-    mov.b32 %r2, 1;
-    mbarrier.init.shared.b64 [%r9], %r2;
-SYNC:
-    fence.mbarrier_init.release.cluster;
-    barrier.cluster.arrive.relaxed;
-    barrier.cluster.wait;
-    setp.eq.u32 %p4, %r10, 0;
-    or.pred %p5, %p3, %p4;
-    @%p5 bra DONE;
-    mov.b32 %r11, 0;
-    mapa.shared::cluster.u32 %r12, %r9, %r11;
-    mbarrier.arrive.shared::cluster.b64 _, [%r12], 1;
-DONE:
-    @%p3 bra EXIT;
-    @!%p4 bra EXIT;
-""" + WAIT + """EXIT:
-    ret;
-"""
-    for seed in range(4):  # CTA 0 waits for the remote arrival before it exits; published: no notes
-        _, m = run_ptx(kernel_text(published), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
-        assert not m.notes
-    # without that wait CTA 0 may exit first: a remote access to an exited CTA's shared memory
-    early_exit = published.replace("    @!%p4 bra EXIT;", "    bra EXIT;")
-    outcomes = set()
-    for seed in range(8):
-        try:
-            run_ptx(kernel_text(early_exit), grid=(2, 1, 1), cluster=(2, 1, 1), seed=seed)
-            outcomes.add("ok")
-        except Hazard as e:
-            assert "exited" in str(e)
-            outcomes.add("hazard")
-    assert "hazard" in outcomes

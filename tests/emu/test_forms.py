@@ -1,6 +1,7 @@
 """Instruction forms and shared-memory layout the two public calibration kernels (arseni_ivanov, novus677) needed:
-static `__shared__` variables, tanh.approx.f32, cvt.rn.f16.f32, .ftz f32 arithmetic, st.global.wt, setmaxnreg.
-Hand-written PTX, no DSL, no GPU; each test runs in well under a second."""
+static `__shared__` variables, tanh.approx.f32, cvt.rn.f16.f32, .ftz f32 arithmetic, st.global.wt, setmaxnreg; and
+cvt.rn.f16.s32, which the GPU probes' epilogue needed. Hand-written PTX, no DSL, no GPU; each test runs in well under a
+second."""
 from __future__ import annotations
 
 import numpy as np
@@ -211,3 +212,34 @@ DONE:
 """
     with pytest.raises(Hazard, match="sync.aligned"):
         run_ptx(kernel(body), [NO_INPUT], threads=32)
+
+
+# ------------------------------------------------------------------ cvt.rn.f16.s32 (the epilogue probe's form)
+CVT_PTX = kernel_text("""    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r2, [%rd3];
+    cvt.rn.f16.s32 %rs1, %r2;
+    cvt.u32.u16 %r3, %rs1;
+    st.global.u32 [%rd3], %r3;
+    ret;""", decls=".reg .b32 %r<8>;\n.reg .b16 %rs<4>;\n.reg .b64 %rd<8>;", smem=False)
+
+
+def _run_cvt(values):
+    """Each value converted by one thread, in place in out."""
+    init = np.array(values + [0] * (32 - len(values)), np.int32)
+    out = run_ptx(CVT_PTX, out_words=32, init=init, dynamic_smem=0).words
+    return out[:len(values)].astype(np.uint16).view(np.float16)
+
+
+def test_cvt_rn_f16_s32_rounds_to_nearest_even():
+    """PTX ISA 9.7.9.21 cvt.rn.f16.s32: nearest, ties to even (f16 spacing is 2 in [2048, 4096), 32 at 65504)."""
+    values = [0, 1, -1, 127, 2049, 2051, -2049, 2050, 65504, 65519, -65519]
+    want = [0, 1, -1, 127, 2048, 2052, -2048, 2050, 65504, 65504, -65504]
+    assert _run_cvt(values).tolist() == want
+
+
+def test_cvt_rn_f16_s32_beyond_f16_range_is_unsupported():
+    with pytest.raises(Unsupported, match="f16's finite range"):
+        _run_cvt([65520])

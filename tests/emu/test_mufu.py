@@ -1,14 +1,13 @@
-"""The MUFU model (emu/mufu.py) and its hardware probe (calibration/mufu.py).
+"""The MUFU model (emu/mufu.py).
 
-Without a measurement the emulator's ex2/rcp/tanh .approx are the exact values rounded once. With the fixture a lent
-H100/H200 writes (`python3 -m calibration.mufu --gpu OUT.npz`, copied to tests/data/mufu_<card>.npz) every swept
-input returns the measured word, and tanh errors are drawn within the measured bound under non-default schedules.
-The first tests use a synthetic fixture (exact values plus a deterministic few-ulp jitter) to check that machinery;
-the last ones check the real fixture and skip, saying so, until it exists.
+Without a measurement the emulator's ex2/rcp/tanh .approx are the exact values rounded once. With a fixture (the
+sweep calibration/mufu.py writes) every swept input returns the measured word, and tanh errors are drawn within the
+measured bound under non-default schedules. The tests use a synthetic fixture (exact values plus a deterministic
+few-ulp jitter), written as `python3 -m calibration.mufu --gpu` writes the GPU's words, to check that machinery. The
+probe and the real fixture: tests/calibration/test_mufu.py.
 """
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
@@ -58,14 +57,6 @@ def installed(synthetic, monkeypatch):
     assert mufu.table("tanh") is None
 
 
-def test_sweep_covers_the_cancellation_band_and_every_binade_below_32():
-    band_x, dense_x = probe.sweep_inputs(probe.sweep_parameters())
-    assert band_x.size == 1 << 20 and band_x.max() == -8.0 and band_x.min() > -9.0
-    assert np.all(np.diff(band_x.view(np.uint32).astype(np.int64)) == 1)  # every f32 in the band
-    e = np.unique((dense_x.view(np.uint32) >> 23) & 0xFF)
-    assert np.abs(dense_x).max() < 32 and set(range(1, 132)) <= set(e.tolist()) and np.signbit(dense_x).sum() == 65536
-
-
 def test_word_encoding_is_lossless():
     rng = np.random.default_rng(0)
     w = np.concatenate([rng.integers(0, 1 << 32, 1000, dtype=np.uint64), np.arange(5000) + 7 * 10 ** 8])
@@ -107,55 +98,3 @@ def test_tanh_draws_stay_within_the_measured_bound(installed):
     bound = mufu.table("tanh").binade_bound[(x.view(np.uint32) >> 23) & 0xFF]
     assert np.all(np.abs(got - exact) <= bound + 2.0 ** -24)  # within the bound (plus the final f32 rounding)
     assert np.mean(got != exact.astype(np.float32)) > 0.5  # and the draws do move the values
-
-
-@pytest.mark.slow
-def test_probe_kernel_in_the_emulator(installed):
-    """The probe PTX through the opcode path: the raw MUFU columns come back as the fixture's words (default
-    schedule), silu_tanh is the fma of them; a non-default schedule draws tanh only off the swept inputs."""
-    _, band_x, dense_x, words = installed
-    pick = np.random.default_rng(5).choice(dense_x.size, 256, replace=False)
-    got = probe.emulate_probe(dense_x[pick])
-    want = words[band_x.size:][pick]
-    assert np.array_equal(got[:, :5], want[:, :5])
-    got1 = probe.emulate_probe(dense_x[pick], seed=1)
-    assert np.array_equal(got1[:, :5], want[:, :5])  # swept inputs: the measurement, in every schedule
-    off = np.float32(np.linspace(0.3, 3.3, 64)) + np.float32(1e-3)
-    d0, d1 = probe.emulate_probe(off, seed=0), probe.emulate_probe(off, seed=1)
-    assert np.array_equal(d0[:, 2], np.tanh(off.astype(np.float64)).astype(np.float32).view(np.uint32))
-    assert not np.array_equal(d0[:, 2], d1[:, 2])  # off the sweep, seed 1 draws within the bound
-
-
-@pytest.mark.slow
-def test_silu_report_rows_and_the_isa_bound_verdict():
-    rows = probe.silu_error_report(128, 128, 512, seeds=(1,), wide_shifts=(4,), forms=("ex2_rcp", "tanh"),
-                                   models=("exact", "worst"), bound="isa")
-    by = {(r["data"], r["form"], r["mufu"]): r for r in rows}
-    assert len(rows) == 3 * 2 * 2
-    assert all(r["fail"] == 0 for r in rows if r["mufu"] == "exact")
-    # at the ISA's tanh bound the cancellation fails a large share of C (issue 17: 24-41%); ex2/rcp stays inside
-    assert by[("leaderboard seed 1", "tanh", "worst (isa)")]["fail"] > 0.2 * 128 * 128
-    assert by[("leaderboard seed 1", "ex2_rcp", "worst (isa)")]["fail"] == 0
-
-
-# ------------------------------------------------------------------ the real measurement
-REAL = sorted(glob.glob(str(mufu.REPO / "tests" / "data" / "mufu_*.npz")))
-needs_real = pytest.mark.skipif(not REAL, reason="no MUFU fixture yet: the lead runs `python3 -m calibration.mufu "
-                                "--gpu $OUT` on a lent H100/H200 and adds $OUT/mufu_<card>.npz to tests/data/")
-
-
-@needs_real
-def test_real_fixture_is_from_a_gpu_and_tighter_than_the_isa():
-    s = mufu.load_sweep(REAL[0])
-    assert any(c in s.card for c in ("H100", "H200", "B200", "GB200")), s.card
-    t = mufu.tables_from_sweep(s)["tanh"]
-    x = t.keys.view(np.float32).astype(np.float64)
-    ok = np.abs(x) > 2.0 ** -20
-    rel = np.abs(t.values.view(np.float32)[ok] - np.tanh(x[ok])) / np.abs(np.tanh(x[ok]))
-    assert rel.max() < 2.0 ** -10.987  # the ISA bound (an H100 sweep: ~45x tighter, mufu.FACTS_H100_TANH_ABS)
-
-
-@needs_real
-@pytest.mark.slow
-def test_real_fixture_reproduced_by_the_emulator():
-    assert probe.check_fixture(REAL[0], sample=2048) == 0

@@ -1,8 +1,10 @@
-"""Issue 14, "races it rarely schedules": the tensor-memory hand-off between tcgen05.ld (an epilogue warp reading an
-accumulator) and tcgen05.mma (the MMA warp overwriting it), checked in happens-before terms (emu.ordering LD_THEN_MMA,
-MMA_THEN_LD), so that every schedule reports it. Hand-written PTX with a real MMA (no DSL compile): warp 0 copies the
-scale factors and issues the MMAs, warp 1 loads the accumulator and hands it back. The same rule on the real kernel:
-the planted bug epi_release_before_last_load of harness/mutants.py (slow, tests/test_emu_kernel.py)."""
+"""tcgen05 ordering (emu.ordering). The tensor-memory hand-off between tcgen05.ld (an epilogue warp reading an
+accumulator) and tcgen05.mma (the MMA warp overwriting it), checked in happens-before terms (LD_THEN_MMA, MMA_THEN_LD),
+so that every schedule reports it: hand-written PTX with a real MMA (no DSL compile), warp 0 copies the scale factors
+and issues the MMAs, warp 1 loads the accumulator and hands it back. Then the fences around thread synchronisation,
+an MMA's columns copied over, and the async proxy's fence (fakes where a rule is a pure function). The same rules on
+the real kernel: planted bugs of harness/mutants.py such as epi_release_before_last_load (slow,
+tests/harness/test_mutants.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -166,3 +168,103 @@ def test_reads_and_writes_of_other_columns_do_not_race():
         ordering.ld_issued(reader, "again", 0, 16, 14)
     reader.seen[("tcdone", 0, 4)] = 40  # a completed commit covering the MMA was observed
     ordering.ld_issued(reader, "again", 0, 16, 14)
+
+
+# ------------------------------------------------------------------ fences around thread synchronisation, proxies
+FENCES = """
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    shr.u32 %r8, %r1, 5;
+    setp.ne.u32 %p1, %r8, 0;
+    @%p1 bra INIT_DONE;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 32;
+    setp.ne.u32 %p3, %r1, 0;
+    @%p3 bra INIT_DONE;
+    mbarrier.init.shared.b64 [%r9], 32;
+INIT_DONE:
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    @%p1 bra CONSUMER;
+    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r21}, [%r20];
+    tcgen05.wait::ld.sync.aligned;
+    BEFORE
+    mbarrier.arrive.shared.b64 %rd5, [%r9];
+    bar.sync 0;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
+    ret;
+CONSUMER:
+""" + wait_loop(hint=None) + """    AFTER
+    add.s32 %r22, %r20, 2097152;
+    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r23}, [%r22];
+    tcgen05.wait::ld.sync.aligned;
+    BEFORE
+    bar.sync 0;
+    ret;
+"""
+
+
+def test_tcgen05_across_threads_needs_the_fences():
+    """PTX ISA 9.7.16.6.4.4: tcgen05.ld; wait::ld; fence::before_thread_sync; arrive -> wait; fence::after_thread_sync;
+    tcgen05 operation. Without the fences the run still matches (the emulator runs everything in one order) and each
+    missing fence is a note naming its precedent."""
+    bare = run_ptx(kernel_text(FENCES.replace("    BEFORE\n", "").replace("    AFTER\n", "")), threads=64,
+                   dynamic_smem=8192).machine
+    rules = sorted({n.rule for n in bare.notes.values()})
+    assert rules == [ordering.FENCE_AFTER, ordering.FENCE_BEFORE]
+    assert all(n.precedent for n in bare.notes.values())
+    fenced = run_ptx(kernel_text(FENCES.replace("BEFORE", "tcgen05.fence::before_thread_sync;")
+                                 .replace("AFTER", "tcgen05.fence::after_thread_sync;")), threads=64,
+                     dynamic_smem=8192).machine
+    assert fenced.notes == {}
+
+
+def test_copy_over_columns_an_unobserved_mma_reads_is_a_note():
+    cta = SimpleNamespace(rank=0, recent_mmas=[])
+    warp = SimpleNamespace(cta=cta, warp_id=4, seen={})
+    notes = []
+    ex = SimpleNamespace(note=lambda *a: notes.append(a), clock=100)
+    ins = SimpleNamespace(where=lambda: "PTX line 9: tcgen05.cp", line=9)
+    # an MMA at clock 50: accumulator columns [0, 64), SFA [256, 260), SFB [260, 262) (N = 64)
+    ordering.mma_issued(warp, ordering.mma_footprint([cta], 0, 256, 260, (64 >> 3) << 17), 50, 7)
+    ordering.cp_issued(ex, warp, ins, [cta], 300)  # other columns: nothing to say
+    assert notes == []
+    ordering.cp_issued(ex, warp, ins, [cta], 256)
+    assert [n[0] for n in notes] == [ordering.MMA_THEN_CP]
+    warp.seen[("tcdone", 0, 4)] = 50  # a completed commit covering it was observed: ordered
+    notes.clear()
+    ordering.cp_issued(ex, warp, ins, [cta], 256)
+    assert notes == []
+
+
+PROXY = """
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 32;
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    shl.b32 %r2, %r1, 4;
+    add.s32 %r3, %r9, %r2;
+    st.shared.v4.b32 [%r3+1024], {%r1, %r1, %r1, %r1};
+    FENCE
+    bar.sync 0;
+    add.s32 %r4, %r9, 1024;
+    shr.u32 %r5, %r4, 4;
+    cvt.u64.u32 %rd1, %r5;
+    or.b64 %rd2, %rd1, 70403103981568;
+    setp.ne.u32 %p3, %r1, 0;
+    @%p3 bra DONE;
+    tcgen05.cp.cta_group::1.32x128b.warpx4 [%r20], %rd2;
+    mbarrier.init.shared.b64 [%r9], 1;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
+""" + wait_loop(hint=None) + """DONE:
+    bar.sync 0;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
+    ret;
+"""
+
+
+def test_async_proxy_reads_need_fence_proxy_async():
+    """st.shared, then tcgen05.cp reads those bytes through the async proxy (PTX ISA 9.7.16.6.5)."""
+    with pytest.raises(Hazard, match="fence.proxy.async"):
+        run_ptx(kernel_text(PROXY.replace("    FENCE\n", "")), threads=32, dynamic_smem=8192)
+    run_ptx(kernel_text(PROXY.replace("FENCE", "fence.proxy.async.shared::cta;")), threads=32, dynamic_smem=8192)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from emu import numerics, tcgen05
-from emu.state import POISON_WORD, Cluster, Cta, Hazard, Unsupported
+from emu.state import POISON_WORD, TMEM_LANES, Cluster, Cta, Hazard, Unsupported
 from emu.tcgen05 import (
     decode_instr_descriptor,
     decode_smem_descriptor,
@@ -23,6 +23,7 @@ from emu.tcgen05 import (
     tmem_check_all_freed,
     tmem_copy_32x128b_warpx4,
     tmem_dealloc,
+    tmem_load_16x256b,
     tmem_load_32x32b,
     tmem_relinquish,
 )
@@ -192,9 +193,9 @@ def test_read_operand_sw128_every_k_block(base):
 def test_read_operand_sw128_starting_inside_an_atom(base):
     """arseni_ivanov's 128-byte-aligned buffers: the operand starts in row 1..7 of a 1024-byte SW128 atom and the
     descriptor's base_offset is 0. A TMA SWIZZLE_128B load places 16-byte chunk c of the row at address a at chunk
-    c ^ ((a >> 7) & 7) (a function of the absolute address; tests/test_emu_tma.py, H200), so the swizzle pattern still
-    starts at 1024-byte boundaries and base_offset 0 is right (PTX ISA 9.7.16.4.1: it is the pattern's start that
-    matters): the MMA reads the tile back."""
+    c ^ ((a >> 7) & 7) (a function of the absolute address; tests/calibration/test_tma_gpu.py, H200), so the swizzle
+    pattern still starts at 1024-byte boundaries and base_offset 0 is right (PTX ISA 9.7.16.4.1: it is the pattern's
+    start that matters): the MMA reads the tile back."""
     rng = np.random.default_rng(base)
     rows = 128
     smem = np.full(SMEM_BYTES, 0xFF, np.uint8)
@@ -442,3 +443,47 @@ def test_mma_2cta_needs_scales_in_both_ctas():
     tmem_copy_32x128b_warpx4(ctas, 260, desc_at(SF_DESC, Stage.SFB_BASE))
     mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                      256, 260, False, "mxf4nvf4")
+
+
+# ------------------------------------------------------------------ 16x256b loads, lane fields above 127 (gau-nernst)
+def _pair():
+    cl = Cluster((0, 0, 0), (2, 1, 1))
+    for r in range(2):
+        cl.ctas.append(Cta((r, 0, 0), r, cl, np.zeros(1024, np.uint8)))
+    return cl
+
+
+def test_ld_16x256b_fragment():
+    """Thread t, register 4i + 2h + c <- lane base + t//4 + 8h, column col + 8i + 2(t%4) + c (CUTLASS
+    SM100_TMEM_LOAD_16dp256b1x/2x DstLayout)."""
+    cta = _pair().ctas[0]
+    col = tmem_alloc([cta], 32)
+    lanes, cols = np.meshgrid(np.arange(TMEM_LANES), np.arange(512), indexing="ij")
+    cta.tmem[:, :] = (lanes << 16 | cols).astype(np.uint32)
+    v = tmem_load_16x256b(cta, (48 << 16) | col, 1, 2)  # warp 1, lanes 48..63, 2 repetitions
+    assert v.shape == (32, 8)
+    for t in range(32):
+        for r in range(8):
+            i, h, c = r // 4, (r // 2) % 2, r % 2
+            assert v[t, r] >> 16 == 48 + t // 4 + 8 * h
+            assert v[t, r] & 0xFFFF == col + 8 * i + 2 * (t % 4) + c
+    with pytest.raises(Hazard):
+        tmem_load_16x256b(cta, (56 << 16) | col, 1, 1)  # lanes 56..71 cross out of warp 1's quadrant
+
+
+def test_lane_field_above_127_reads_the_warps_quadrant():
+    """gau-nernst v2's odd CTA reads lane field 128 + 32w + 16m: the warp's own quadrant w, offset 16m
+    (emu.tcgen05.tmem_ld_first_lane), in either CTA of a pair."""
+    cl = _pair()
+    for cta in cl.ctas:
+        tmem_alloc([cta], 32)
+        cta.tmem[:, :32] = np.arange(TMEM_LANES, dtype=np.uint32)[:, None]
+    odd, even = cl.ctas[1], cl.ctas[0]
+    v = tmem_load_32x32b(odd, (128 + 64) << 16, 2, 1)
+    assert (v[:, 0] == np.arange(64, 96)).all()
+    v = tmem_load_16x256b(odd, (128 + 16) << 16, 0, 1)
+    assert v[0, 0] == 16
+    v = tmem_load_32x32b(even, (128 + 64) << 16, 2, 1)
+    assert (v[:, 0] == np.arange(64, 96)).all()
+    with pytest.raises(Hazard):
+        tmem_load_16x256b(odd, (128 + 24) << 16, 0, 1)  # offset 24 + 16 lanes leave the quadrant

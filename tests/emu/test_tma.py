@@ -1,86 +1,20 @@
-"""emu/tma.py against ground truth from a real GPU (fixtures in tests/data, made by calibration/tma_gpu.py on
-an H200) and against the PTX ISA's swizzle rule computed by hand."""
-import gzip
-import json
-from pathlib import Path
-
+"""emu/tma.py against the PTX ISA's swizzle rule computed by hand, its element types, out-of-bound fill and alignment
+rules, TMA stores, bulk async-groups, and the shared-memory alignment of tensor copies on the machine. Against ground
+truth from a real GPU (an H200's driver encodings and tile loads): tests/calibration/test_tma_gpu.py."""
 import numpy as np
 import pytest
 
-from emu import tma
-from emu.state import Hazard, Unsupported
+from emu import ops_async, tma
+from emu.isa import BLOCK
+from emu.ptx import Imm
+from emu.state import GlobalMemory, Hazard
 from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-# driver enum (cuda.h CUtensorMapDataType) -> (hardware code, tf32 flag), as measured
-DRIVER_TO_HW = {0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (3, 0), 4: (4, 0), 5: (5, 0), 6: (6, 0), 7: (7, 0), 8: (9, 0),
-                9: (10, 0), 10: (8, 0), 11: (7, 1), 12: (8, 1)}
 
 
 def pattern(n):
-    """The probe's global data: byte i of its allocation."""
+    """The probe's global data (calibration/tma_gpu.py): byte i of its allocation."""
     i = np.arange(n, dtype=np.uint64)
     return ((i * 131 + (i >> 8) * 7 + (i >> 16) * 3 + 17) & 0xFF).astype(np.uint8)
-
-
-def encode_cases():
-    with gzip.open(DATA / "tma_encode.json.gz", "rt") as f:
-        return [c for c in json.load(f)["cases"] if c["rc"] == 0]
-
-
-def test_decode_every_driver_encoding():
-    cases = encode_cases()
-    assert len(cases) > 200
-    for c in cases:
-        p, raw = c["params"], bytes.fromhex(c["bytes"])
-        t = tma.decode_tensor_map(raw)
-        code, tf32 = DRIVER_TO_HW[p["dtype"]]
-        got = (t.address, t.rank, t.dims, t.strides, t.box, t.elem_strides, t.interleave, t.swizzle, t.l2_promotion,
-               t.oob_nan, t.dtype_code, t.tf32, t.flags, t.unknown_bits)
-        want = (p["addr"], p["rank"], p["dims"], p["strides"], p["box"], p["estrides"], p["interleave"], p["swizzle"],
-                p["l2"], bool(p["oob"]), code, bool(tf32), 0, 0)
-        assert got == want, (p, str(t))
-
-
-def test_encode_matches_driver_first_64_bytes():
-    for c in encode_cases():
-        p, raw = c["params"], bytes.fromhex(c["bytes"])
-        code, tf32 = DRIVER_TO_HW[p["dtype"]]
-        mine = tma.encode_tensor_map(p["addr"], code, p["dims"], p["strides"], p["box"], p["estrides"], p["swizzle"],
-                                     p["interleave"], bool(p["oob"]), p["l2"], bool(tf32))
-        assert mine[:64] == raw[:64], p
-
-
-def gpu_loads():
-    z = np.load(DATA / "tma_loads_h200.npz")
-    return [(k[:-5], json.loads(bytes(z[k]).decode()), z[k[:-5] + ".smem"]) for k in sorted(z.files) if k.endswith(".meta")]
-
-
-@pytest.mark.parametrize("name,meta,smem", gpu_loads(), ids=[g[0] for g in gpu_loads()])
-def test_tile_load_matches_h200(name, meta, smem):
-    """Shared memory after one real TMA load (filled with 0xA5 before) equals the emulator's image."""
-    assert meta["status"] == 1, "the GPU's mbarrier did not complete with the probe's tx count"
-    t = tma.decode_tensor_map(bytes.fromhex(meta["tmap"]))
-    assert tma.box_bytes(t) == meta["tx"]
-    g = pattern(1 << 22)
-    base = meta["global_base"]
-
-    def read(addr, n):
-        assert base <= addr and addr + n <= base + g.size
-        return g[addr - base:addr - base + n].copy()
-
-    dst = meta["dst_off"]
-    smem_addr = 4096 + dst  # the probe's window starts 1024-aligned; any 1024-aligned base gives the same image
-    data, written = tma.tile_writes(t, meta["coords"], read, smem_addr)
-    window = smem[dst:dst + data.size]
-    assert (window[written] == data[written]).all()
-    assert (window[~written] == 0xA5).all()
-    assert (smem[:dst] == 0xA5).all() and (smem[dst + data.size:] == 0xA5).all()
-    if written.all():
-        assert (tma.tile_bytes(t, meta["coords"], read, smem_addr) == window).all()
-    else:
-        with pytest.raises(Unsupported):
-            tma.tile_bytes(t, meta["coords"], read, smem_addr)
 
 
 def _identity_global(size):
@@ -149,7 +83,61 @@ def test_str_is_readable():
     assert "16U4_ALIGN8B" in s and "dims=[512, 256, 1]" in s and "128B" in s
 
 
-# ------------------------------------------------------------------ shared-memory alignment of tensor copies (issue 14)
+# ------------------------------------------------------------------ TMA stores and bulk async-groups
+class _FakeWarp:
+    def read(self, op, ty, ex=None):
+        return np.full(32, op.value, np.int64)
+
+
+class _FakeIns:
+    operands = (Imm(2, False),)
+
+
+def _token(done):
+    t = ops_async._BulkOp()
+    t.done = done
+    return t
+
+
+def test_bulk_wait_group_needs_every_older_group_complete():
+    """PTX ISA cp.async.bulk.wait_group N: wait until at most the N most recent bulk async-groups are pending and
+    every earlier group is complete. A complete recent group does not let an older pending one slip into the N."""
+    w, mask = _FakeWarp(), np.zeros(32, bool)
+    mask[3] = True
+    old = _token(False)
+    w.bulk_groups = ({}, {3: [[old], [_token(True)], [_token(True)]]})
+    assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is BLOCK
+    old.done = True
+    assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is None
+    w.bulk_groups = ({}, {3: [[_token(True)], [_token(False)], [_token(False)]]})
+    assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is None  # the 2 pending are the 2 most recent
+
+
+@pytest.mark.parametrize("swizzle", [0, 1, 2, 3])
+def test_tma_store_inverts_the_load(swizzle):
+    """tile_store writes back exactly what tile_writes loaded (same box, same address swizzle); out-of-bound box
+    elements are not written."""
+    g = GlobalMemory()
+    rows, cols = 100, 96  # fp16, row pitch 192 bytes
+    src = np.random.default_rng(1).integers(0, 256, rows * cols * 2, dtype=np.uint8)
+    a = g.alloc_array(src)
+    inner = {0: 32, 1: 16, 2: 32, 3: 64}[swizzle]  # elements; inner box bytes <= the swizzle span
+    raw = tma.encode_tensor_map(a, 6, [cols, rows], [cols * 2], [inner, 64], swizzle=swizzle)
+    tm = tma.decode_tensor_map(raw)
+    for coords in ([0, 0], [cols - inner, 64], [32, 60]):  # the last two run past row 99
+        smem, written = tma.tile_writes(tm, coords, g.read, 1024)
+        b = g.alloc(rows * cols * 2, fill=0xAB)
+        tm_b = tma.decode_tensor_map(tma.encode_tensor_map(b, 6, [cols, rows], [cols * 2], [inner, 64], swizzle=swizzle))
+        tma.tile_store(tm_b, coords, smem, 1024, g.write)
+        got = g.read(b, rows * cols * 2).reshape(rows, cols * 2)
+        want = np.full((rows, cols * 2), 0xAB, np.uint8)
+        r0, c0 = coords[1], coords[0]
+        r1 = min(r0 + 64, rows)
+        want[r0:r1, 2 * c0:2 * (c0 + inner)] = src.reshape(rows, cols * 2)[r0:r1, 2 * c0:2 * (c0 + inner)]
+        assert (got == want).all(), (swizzle, coords)
+
+
+# ------------------------------------------------------------------ shared-memory alignment of tensor copies
 # The rule (emu.tma.SMEM_ALIGN): 128 bytes for every swizzle mode, per the CUDA C++ Programming Guide's TMA tables;
 # NVIDIA/cutlass PR #1870 saw the fault on hardware. Hand-written PTX on the machine: lane 0 of one warp copies one
 # 8 x 128-byte SW128 box between global memory and smem + 1024 + off. With `off` a kernel parameter the static pass

@@ -1,8 +1,12 @@
 """harness/capture.py: the real host code of submission.py, compiled offline and called through stand-ins of the
-CUDA runtime, launches what its plan() says, with tensor maps that point at the emulator's addresses.
+CUDA runtime, launches what its plan() says, with tensor maps that point at the emulator's addresses; the stand-ins
+(harness/launch_stubs.c, built alone) refuse what a B200 refuses; the DSL's error lines are read back.
 
 Each config's first capture compiles it in a subprocess (~3-5 s on 2 CPUs; cached per process environment
 under $EMU_LAUNCH_CACHE or the temp dir); later captures take ~0.1 s."""
+import ctypes
+import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -95,18 +99,6 @@ def test_modified_copy_elsewhere(sub, tmp_path):
     assert cap.block == (192, 1, 1)
 
 
-def test_entry_params_parser():
-    ptx = """.visible .entry k(
-        .param .align 64 .b8 k_param_0[128],
-        .param .u32 k_param_1, // comment
-        .param .align 4 .b8 k_param_2[12]
-    )
-    { ret; }"""
-    name, params = entry_params(ptx)
-    assert name == "k" and [(p[0], p[1], p[2]) for p in params] == [("k_param_0", 128, 64), ("k_param_1", 4, 4),
-                                                                      ("k_param_2", 12, 4)]
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".venv" / "dsl435" / ".complete").exists(), reason="needs .venv/dsl435 (tools/setup.sh)")
 def test_capture_under_dsl_435(sub):
@@ -146,3 +138,93 @@ def test_equal_copies_share_one_compile(sub, tmp_path):
     assert art == capture.compile_artifacts(SUBMISSION, cfg)
     name, _ = entry_params((art / "kernel.ptx").read_text())
     assert "emu_submissionDualGemmKernel" in name and str(tmp_path.name) not in name
+
+
+# ------------------------------------------------------------------ the B200's launch limits in the stand-ins
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class LaunchAttr(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("val", ctypes.c_ubyte * 64)]
+
+
+class LaunchConfig(ctypes.Structure):  # cudaLaunchConfig_st
+    _fields_ = [("grid", Dim3), ("block", Dim3), ("dynamic_smem", ctypes.c_size_t), ("queue", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+
+
+STUB_PTX = ".visible .entry k(.param .u64 p)\n.reqntid 192, 1, 1\n{\nret;\n}\n"
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory):
+    """The runtime stand-ins alone (no exported host object), primed as for a 192-thread kernel with 110 registers
+    and 1024 bytes of static shared memory."""
+    so = tmp_path_factory.mktemp("stubs") / "stubs.so"
+    subprocess.run([capture.c_compiler(), "-shared", "-fPIC", "-o", str(so), str(capture.STUBS_C)], check=True)
+    lib = ctypes.CDLL(str(so))
+    lib._cudaLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, nonportable=0):
+    capture.prime_stubs(lib, ptx, {"registers": registers, "static_smem": static})
+    ctypes.c_int.in_dll(lib, "emu_max_dynamic_smem_attr").value = -1
+    ctypes.c_int.in_dll(lib, "emu_nonportable_cluster_attr").value = nonportable
+    if max_dynamic is not None:
+        assert lib._cudaFuncSetAttribute(None, 8, max_dynamic) == 0
+
+
+def try_launch(lib, grid=(2, 1, 1), block=(192, 1, 1), smem=200000, cluster=(1, 1, 1)):
+    attr = LaunchAttr()
+    attr.id = capture.CLUSTER_DIM_ATTR
+    struct.pack_into("<III", attr.val, 0, *cluster)
+    cfg = LaunchConfig(Dim3(*grid), Dim3(*block), smem, None, ctypes.pointer(attr), 1)
+    param = ctypes.c_uint64(0)
+    args = (ctypes.c_void_p * 1)(ctypes.addressof(param))
+    rc = lib._cudaLaunchKernelEx(ctypes.addressof(cfg), None, ctypes.addressof(args))
+    refusal = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_refusal"))).decode()
+    return rc, refusal
+
+
+def test_stand_ins_launch_what_a_b200_launches(stubs):
+    prime(stubs)
+    assert try_launch(stubs) == (0, "")
+    assert ctypes.c_int.in_dll(stubs, "emu_launches").value == 1
+
+
+@pytest.mark.parametrize("kwargs,prime_kw,code,words", [
+    ({"smem": 232448}, {}, 1, "dynamic 232448 + static 1024"),  # static counts against the per-block maximum
+    ({"smem": 220000}, {"max_dynamic": 100000}, 1, "cudaFuncAttributeMaxDynamicSharedMemorySize"),
+    ({"smem": 60000}, {"max_dynamic": None}, 1, "above 48 KiB"),
+    ({"block": (256, 1, 1)}, {}, 1, ".reqntid is 192"),
+    ({"block": (2048, 1, 1)}, {}, 9, "per-block limits"),
+    ({"block": (1024, 1, 1)}, {"ptx": STUB_PTX.replace(".reqntid 192, 1, 1\n", ""), "registers": 255}, 701,
+     "per block"),
+    ({"grid": (16, 1, 1), "cluster": (9, 1, 1)}, {}, 913, "cluster of 9 CTAs > 8"),
+    ({"grid": (17, 1, 1), "cluster": (17, 1, 1)}, {"nonportable": 1}, 913, "cluster of 17 CTAs > 16"),
+    ({"grid": (3, 1, 1), "cluster": (2, 1, 1)}, {}, 913, "not a multiple of the cluster"),
+])
+def test_stand_ins_refuse_what_a_b200_refuses(stubs, kwargs, prime_kw, code, words):
+    prime(stubs, **prime_kw)
+    rc, refusal = try_launch(stubs, **kwargs)
+    assert rc == code and words in refusal, (rc, refusal)
+
+
+def test_non_portable_cluster_needs_the_attribute(stubs):
+    prime(stubs, nonportable=1)
+    assert try_launch(stubs, grid=(16, 1, 1), cluster=(16, 1, 1)) == (0, "")
+
+
+def test_dynamic_shared_memory_attribute_cannot_exceed_opt_in_less_static(stubs):
+    prime(stubs)
+    assert stubs._cudaFuncSetAttribute(None, 8, 232448) == 1  # 232448 > 232448 - 1024
+    refusal = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(stubs, "emu_refusal"))).decode()
+    assert "opt-in maximum per block less 1024 bytes of static" in refusal
+
+
+def test_dsl_error_lines():
+    text = "warning: x\n\nError: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed.\nok\n"
+    assert capture.dsl_errors(text) == ["Error: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed."]
+    assert capture.dsl_errors("no errors here\nerror-free\n") == []

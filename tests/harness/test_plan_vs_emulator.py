@@ -34,7 +34,8 @@ def test_tma_bytes_and_mma_counts_match_the_plan(name):
     stage_bytes = (cta_m * K_TILE // 2 + PRODUCTS * (mma_n // ctas_per_mma) * K_TILE // 2
                    + (cta_m + PRODUCTS * -(-mma_n // 128) * 128) * K_TILE // 16)
     assert plan["stage_bytes"] == stage_bytes
-    # counts, not a verdict: one schedule (the six of the default verdict: the TUNE_SPACE gate, test_emu_kernel.py)
+    # counts, not a verdict: one schedule (the six of the default verdict: the TUNE_SPACE gate,
+    # tests/harness/test_verdict.py)
     res = emulate(*SHAPE, config_name=name, mode="strict", sched_seed=4, schedules=1)
     assert res.status == "match", res.message
     mma_tiles = (m // mma_m) * (n // mma_n) * l

@@ -1,14 +1,14 @@
 """The kernel of submission.py in the SM100 emulator (emulated, no GPU): every TUNE_SPACE config under the default
-verdict (harness.verdict.DEFAULT_SCHEDULES, small shapes on a reduced SM count), CTAs that run several tiles, and planted
-bugs the emulator must report (harness/mutants.py), by the default verdict and over ten schedules each.
+verdict (harness.verdict.DEFAULT_SCHEDULES, small shapes on a reduced SM count), CTAs that run several tiles, the
+verdict's reports, schedules and CLI. The planted bugs it must report: tests/harness/test_mutants.py.
 
 Runs of the kernel take seconds to minutes on 2 CPUs: those are marked slow; each feature keeps a cheap one."""
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 from emu.machine import POLICIES, Schedule  # noqa: E402
 from harness.mutants import MUTANTS  # noqa: E402
-from harness.verdict import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
+from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, emulate, load_submission, schedules_for  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 # The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
@@ -54,7 +54,8 @@ def test_every_tune_space_config_matches(cfg):
 
 @pytest.mark.slow
 def test_one_config_matches_under_every_policy():
-    """One schedule of each scheduling policy (POLICIES), a 1-CTA tile (the policies' unit tests: test_emu_hardening)."""
+    """One schedule of each scheduling policy (POLICIES), a 1-CTA tile (the policies' unit tests:
+    tests/emu/test_scheduler.py)."""
     res = emulate(128, 256, 512, 1, config_name="m128n64_c1x1_e32", schedules=len(POLICIES))
     assert res.status == "match", res.summary() + "\n" + res.message
     assert sorted(r.schedule.split(":")[0] for r in res.runs) == sorted(POLICIES)
@@ -69,7 +70,7 @@ def test_leaderboard_generator_on_table_configs(name):
 
 # All slow: 512 MMAs per schedule. Two schedules each, the uniform one and one skew, the skews taking turns over the
 # cases (all five of DEFAULT_SCHEDULES appear): the six-schedule verdict on rings that wrap across tiles is run for
-# every config by test_correctness.py --configs all (tests/test_scripts.py, two clusters' worth of tiles per CTA
+# every config by test_correctness.py --configs all (tests/package/test_scripts.py, two clusters' worth of tiles per CTA
 # group); these cases add the long walk (8 tiles of 4 k-tiles per CTA) and the MMA and collector counts over it.
 SKEWS = [s.policy for s in DEFAULT_SCHEDULES[1:]]
 SEVERAL_TILES = [("m128n64_c1x1_e32", 3), ("m128n128_c1x1_e32", 4), ("m256n64_c2x1_e32", 5), ("m256n128_c2x1_e32", 6),
@@ -96,43 +97,6 @@ def test_ctas_run_several_tiles(name, seed, skew):
     assert res.stats.get("mma_a_from_collector", 0) == (res.stats["mma"] // 2 if cfg.a_collector else 0)
 
 
-@pytest.mark.parametrize("mutant", [
-    pytest.param(m, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=m.missed_because)])
-    if m.missed_because
-    else quick_if([m], m.name == "swap_b") for m in MUTANTS], ids=lambda m: m.name)
-def test_planted_bug_is_reported(mutant, tmp_path):
-    """By the default verdict (it stops at the first schedule that catches the bug)."""
-    path = mutant.write(tmp_path)
-    res = emulate(*mutant.shape, config_name=mutant.config, mode="strict", submission=path, sm_count=mutant.sm_count,
-                  sched_seed=7)
-    assert mutant.caught(res), f"{mutant.name} ({mutant.kind}) not caught: {res.summary()}"
-
-
-@pytest.mark.parametrize("name,status,words", [
-    ("smem_over_capacity", "launch", "shared memory per block"),
-    ("cluster_over_limit", "launch", "cluster of 32 CTAs"),
-    ("mixed_cta_group", "hazard", "[cta-group]"),
-])
-def test_launch_and_static_mutants_are_caught_before_running(name, status, words, tmp_path):
-    """The cheap ones: a launch a B200 refuses, a kernel-wide ISA rule; neither needs a schedule."""
-    mutant = next(m for m in MUTANTS if m.name == name)
-    res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path))
-    assert res.status == status and words in res.message, res.summary() + "\n" + res.message
-    assert res.stats.get("warp_instructions", 0) == 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.family in ("schedule", "init", "wrap")],
-                         ids=lambda m: m.name)
-def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
-    """Each race-like mutant over 10 schedules cycling through every policy: caught by at least one (the catch rate
-    goes to MEMORY.md's table: python -m harness.mutants --schedules 10)."""
-    res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path), sm_count=mutant.sm_count,
-                  schedules=10, stop_at_failure=False)
-    caught = [r.schedule for r in res.runs if mutant.caught(r)]
-    assert len(res.runs) == 10 and caught, f"{mutant.name}: caught by none of {[r.schedule for r in res.runs]}"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "leaderboard"])
 @pytest.mark.parametrize("name", ["m256n64_c2x1_e32_ac_th", "m256n128_c2x1_e32_th"])
@@ -142,24 +106,6 @@ def test_silu_tanh_within_tolerance(name, mode):
     generators; the emulator's tanh.approx.f32 carries its GPU-measured error model (emu.mufu)."""
     res = emulate(256, 256, 1024, 1, config_name=name, mode=mode, sched_seed=21)
     assert res.status == "match", res.summary() + "\n" + res.message
-
-
-def test_every_mutant_is_valid_python():
-    """A mutant that does not parse fails to compile: under a strict xfail that would pass for the wrong reason."""
-    text = (REPO / "submission.py").read_text()
-    for m in MUTANTS:
-        ast.parse(m.source(text), filename=f"submission_{m.name}.py")
-
-
-def test_mutants_cover_the_issue_kinds():
-    kinds = {m.kind for m in MUTANTS}
-    assert len(kinds) >= 8
-    for want in ("wrong expect-tx bytes", "missing consumer release", "doubled consumer release", "B1/B2 swapped",
-                 "SFB1/SFB2 swapped", "64-wide-N scale shift wrong", "stage index off by one",
-                 "accumulator stage phase wrong", "wrong C coordinates for the peer CTA of a pair"):
-        assert want in kinds
-    # issue 14's classes: launch limits, kernel-wide ISA rules, init ordering, large skews, wrapping stages
-    assert {"launch", "lint", "init", "schedule", "wrap", "ordering"} <= {m.family for m in MUTANTS}
 
 
 def test_deadlock_report_names_role_line_and_barrier(tmp_path):
@@ -252,3 +198,21 @@ def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):
     names = [re.search(r"\.entry\s+(\w+)", t).group(1) for t in texts]
     assert "tcgen05.mma" in texts[0]
     assert texts[0].replace(names[0], "KERNEL") == texts[1].replace(names[1], "KERNEL")
+
+
+def test_schedules_and_small_shape_sm_count():
+    assert Schedule.parse("late_wake:7") == Schedule("late_wake", 7) and Schedule("slow_async", 3).name == "slow_async:3"
+    with pytest.raises(ValueError, match="unknown scheduling policy"):
+        Schedule("fastest")
+    assert schedules_for(None, 10) == [Schedule(s.policy, s.seed + 10) for s in DEFAULT_SCHEDULES]
+    cycle = schedules_for(10)
+    assert cycle[:6] == schedules_for(None) and len(cycle) == 10  # the default verdict's schedules come first
+    assert {s.policy for s in cycle} == set(POLICIES) and len({s.seed for s in cycle}) == 10
+    assert schedules_for(3) == schedules_for(None)[:3]
+    assert schedules_for(["uniform:1", Schedule("late_wake", 2)]) == [Schedule("uniform", 1), Schedule("late_wake", 2)]
+    one_cta = SimpleNamespace(cta_tile_mn=(128, 64), cluster_mn=(1, 1))
+    pair = SimpleNamespace(cta_tile_mn=(128, 64), cluster_mn=(2, 1))
+    assert default_sm_count(one_cta, 256, 512, 1) == 4  # 16 tiles: 4 per CTA
+    assert default_sm_count(one_cta, 128, 256, 1) == 1
+    assert default_sm_count(pair, 256, 512, 1) == 4  # 8 clusters of 2 CTAs: 2 clusters walk 4 tiles each
+    assert default_sm_count(one_cta, 4096, 4096, 1) is None  # not a small shape: the B200's 148

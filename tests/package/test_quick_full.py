@@ -110,7 +110,7 @@ def test_the_real_quick_set_touches_every_layer():
             "tests/package/test_submission.py"} <= modules
     assert "tests/package/test_tools.py::test_preflight_quick_passes_and_lint_fails" in ids
     # the kernel emulated on a 1-CTA and a 2-CTA config, one with the A collector, and a planted bug (the TUNE_SPACE
-    # gate itself runs six schedules per config and is slow: tests/test_emu_kernel.py)
+    # gate itself runs six schedules per config and is slow: tests/harness/test_verdict.py)
     emulated = ("::test_leaderboard_generator_on_table_configs[", "::test_pointer_fallback_launch_matches[")
     configs = [re.search(r"\[(.*)\]", i).group(1) for i in ids if any(t in i for t in emulated)]
     planted = [re.search(r"\[(.*)\]", i).group(1) for i in ids if "::test_planted_bug_is_reported[" in i]

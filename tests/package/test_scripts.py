@@ -89,7 +89,7 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
 # leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
 # not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
 # The CONFIG_TABLE configs and the two exchange protocols: every TUNE_SPACE config already gets the six-schedule
-# verdict on a wrapping shape in tests/test_emu_kernel.py (the gate), and the quick test above checks that
+# verdict on a wrapping shape in tests/harness/test_verdict.py (the gate), and the quick test above checks that
 # --configs all hands over every config.
 PROTOCOLS = ("m256n64_c2x1_e32_ac", "m256n128_c2x1_e32", "m256n128_c2x1_e16_sk2", "m128n128_c1x1_e32_ppc")
 
@@ -338,3 +338,34 @@ def test_config_kernel_forces_the_config_and_writes_c(monkeypatch):
     data = reference.generate_input(128, 128, 256, 1, seed=5, device="cpu")
     assert test_correctness.config_kernel(config)(data) is data[9]
     assert launched[0][0] == config and launched[0][1][3] is data[6] and launched[0][1][6] is data[9]
+
+
+# ------------------------------------------------------------------ test_correctness.py without apache-tvm-ffi
+def test_correctness_script_takes_the_pointer_launcher_without_tvm_ffi(tmp_path):
+    """Where apache-tvm-ffi is missing (the Modal runner), test_correctness.py's emulated checks capture the pointer
+    fallback custom_kernel takes there. Simulated: a tvm_ffi package that fails to import shadows the real one."""
+    (tmp_path / "tvm_ffi").mkdir()
+    (tmp_path / "tvm_ffi" / "__init__.py").write_text("raise ImportError('apache-tvm-ffi is not installed (simulated)')\n")
+    code = ("import test_correctness as t, submission as s; "
+            "print(s.USE_TVM_FFI, t.emulator_host_path())")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["False", "pointer"]
+
+
+@pytest.mark.slow
+def test_correctness_emulated_checks_run_without_tvm_ffi(tmp_path):
+    """The same, end to end: test_correctness.run_emulator_checks compiles, captures and emulates the pointer launcher
+    (one config, one generator, one schedule) with apache-tvm-ffi unimportable, and it matches."""
+    (tmp_path / "tvm_ffi").mkdir()
+    (tmp_path / "tvm_ffi" / "__init__.py").write_text("raise ImportError('apache-tvm-ffi is not installed (simulated)')\n")
+    code = ("import test_correctness as t, submission as s; "
+            "cfg = next(c for c in s.TUNE_SPACE if c.name == 'm128n64_c1x1_e32'); "
+            "print('RESULT', *t.run_emulator_checks([cfg], modes=('strict',), schedules=1))")
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a",
+           "EMU_LAUNCH_CACHE": str(tmp_path / "cache")}
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "pointer fallback" in p.stdout and "PASS  emulated MATCH" in p.stdout
+    assert p.stdout.split("RESULT")[1].split() == ["1", "0"]
