@@ -14,11 +14,14 @@ per test function) and prints the command that runs them.
   pytest -q --full                everything: the quick set and the slow tests (what .ci/run runs)
   pytest -q -m slow               the slow tests only
   pytest -q -m "slow or not slow" everything as well: any -m expression is obeyed as given
-  pytest -q -m slow tests/harness/test_verdict.py    one group's slow tests
-  pytest -q "tests/harness/test_verdict.py::test_planted_bug_is_reported[swap_b]"
+  pytest -q -m slow tests/harness/test_verdict.py
+                                  one group's slow tests (a folder, tests/harness/, one layer's)
+  pytest -q "tests/harness/test_mutants.py::test_planted_bug_is_reported[swap_b]"
                                   a test named by its node id runs even if it is slow
 
-Adding a test (no edit here; the group is the module the test lives in):
+Adding a test (no edit here; the group is the module the test lives in): put it in the folder of the layer it tests
+(tests/emu/, tests/harness/, tests/calibration/; tests/package/ for the package's own files), in the module named after
+the subsystem; hand-written PTX goes through tests/emu/ptx_kit.py (kernel_text, run_ptx on emu.run_kernel).
 - a test that takes more than a few seconds on 2 CPUs (emulating the kernel, compiling several configs, sweeps,
   mutants over schedules, calibration kernels, DSL 4.3.5, timing) carries `@pytest.mark.slow`; for a
   parametrized test mark the heavy cases, `pytest.param(case, marks=pytest.mark.slow)`, and leave one cheap
