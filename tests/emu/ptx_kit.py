@@ -1,8 +1,9 @@
 """Hand-written PTX on the emulator's public entry point, shared by the tests of every folder.
 
-    from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
+    from tests.emu.ptx_kit import kernel_text, run_ptx, static_pass, wait_loop
     run = run_ptx(kernel_text(body), out_words=32, threads=64)   # emu.run_kernel on a real emu.CapturedLaunch
     run.words, run.machine.notes                                 # the `out` buffer as u32, the machine it ran on
+    static_pass(kernel_text(body))                               # emu.lint's verdict on it, "" when it passes
 
 A kernel here is one `.entry k` whose first parameter is `out`, a zero-filled global buffer the test reads back; the
 other parameters are given in order (an address or scalar, packed to the size the .entry declares; bytes as they
@@ -17,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu import CapturedLaunch, GlobalMemory, Schedule, run_kernel
+from emu.isa import decode_kernel
 from emu.launch import entry_params
+from emu.lint import check_kernel
 from emu.machine import Deadlock, Machine
-from emu.ptx import ParseError
+from emu.ptx import ParseError, parse_module
 from emu.state import EmulatorError, Hazard, Unsupported
 
 HEADER = ".version 8.8\n.target sm_100a\n.address_size 64\n"
@@ -133,3 +136,15 @@ def run_ptx(ptx: str, args=(), out_words: int = 64, init=None, threads: int = 32
     if sep and name in ERRORS and name != "Unsupported":
         raise ERRORS[name](rest)
     raise Unsupported(run.message)
+
+
+def static_pass(ptx: str) -> str:
+    """What the kernel-wide static pass (emu.lint) says of ptx's kernel before anything runs: the Hazard's message,
+    "" when it passes."""
+    kernel = parse_module(ptx)
+    decode_kernel(kernel)
+    try:
+        check_kernel(kernel)
+    except Hazard as e:
+        return str(e)
+    return ""

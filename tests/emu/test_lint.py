@@ -6,20 +6,9 @@ from __future__ import annotations
 import pytest
 
 from emu import lint
-from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard
-from tests.emu.ptx_kit import kernel_text, run_ptx
-
-
-def lint_problems(body: str) -> str:
-    kernel = parse_module(kernel_text(body))
-    decode_kernel(kernel)
-    try:
-        lint.check_kernel(kernel)
-    except Hazard as e:
-        return str(e)
-    return ""
+from tests.emu.ptx_kit import kernel_text, run_ptx, static_pass
 
 
 CLEAN = """
@@ -34,7 +23,7 @@ CLEAN = """
 
 
 def test_lint_passes_a_clean_kernel():
-    assert lint_problems(CLEAN) == ""
+    assert static_pass(kernel_text(CLEAN)) == ""
 
 
 @pytest.mark.parametrize("edit,words", [
@@ -49,13 +38,13 @@ def test_lint_passes_a_clean_kernel():
 def test_lint_rules(edit, words):
     body = CLEAN.replace(*edit)
     assert body != CLEAN
-    assert words in lint_problems(body)
+    assert words in static_pass(kernel_text(body))
 
 
 def test_lint_alignment_only_where_the_ptx_proves_it():
     # a base loaded from memory is unknown: only the execution-time check can judge it
     body = CLEAN.replace("add.s32 %r2, %r1, 16;", "ld.shared.u32 %r2, [%r1];")
-    assert lint_problems(body) == ""
+    assert static_pass(kernel_text(body)) == ""
     known = lint.register_residues(parse_module(kernel_text(
         "mov.u32 %r1, smem;\nshl.b32 %r2, %r3, 4;\nadd.s32 %r4, %r1, %r2;\nand.b32 %r5, %r6, -128;\nret;")))
     assert known["%r1"] == (1024, 0) and known["%r4"] == (16, 0) and known["%r5"] == (128, 0)

@@ -8,7 +8,7 @@ from emu import ops_async, tma
 from emu.isa import BLOCK
 from emu.ptx import Imm
 from emu.state import GlobalMemory, Hazard
-from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx
+from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx, static_pass
 
 
 def pattern(n):
@@ -213,19 +213,6 @@ def test_tensor_store_from_a_128_aligned_source_is_no_hazard():
 
 @pytest.mark.parametrize("copy,role", [(ALIGN_LOAD, "destination"), (ALIGN_STORE, "source")], ids=["load", "store"])
 def test_static_pass_flags_a_tensor_copy_shared_address_it_can_prove_misaligned(copy, role):
-    from emu import lint
-    from emu.isa import decode_kernel
-    from emu.ptx import parse_module
-
-    def problems(off):
-        kernel = parse_module(align_kernel(copy, f"mov.b32 %r2, {off};"))
-        decode_kernel(kernel)
-        try:
-            lint.check_kernel(kernel)
-        except Hazard as e:
-            return str(e)
-        return ""
-
-    assert problems(128) == ""
-    found = problems(64)
+    assert static_pass(align_kernel(copy, "mov.b32 %r2, 128;")) == ""
+    found = static_pass(align_kernel(copy, "mov.b32 %r2, 64;"))
     assert "[alignment]" in found and f"tensor copy's shared-memory {role}" in found and "not a multiple of 128" in found
