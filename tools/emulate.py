@@ -23,9 +23,11 @@ semantics as the emulator implements them, nothing about B200 timing.
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
 programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
-cluster), costs from emu/timing/b200.yaml (--costs FILE: an overrides file such as tools/profile.py's fit;
---cost NAME=VALUE overrides a row, after FILE). It also checks C for the clusters it
-simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
+cluster), costs from emu/timing/b200.yaml with its fitted rows at their fitted values (--prior-costs: at their
+priors; --costs FILE: an overrides file such as tools/profile.py's fit; --cost NAME=VALUE overrides a row, after
+FILE). It also checks C for the clusters it
+simulates. It prints "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement, and the error
+band docs/timing_calibration.md measured for it.
 --trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
 --calibration judges the timed emulator on public B200 version logs (calibration/timing.py): every point of
 calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
@@ -74,9 +76,15 @@ def main(argv=None) -> int:
                          "small shapes, 148 otherwise")
     ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
                     help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
-    ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default="tvm_ffi",
-                    help="the launcher custom_kernel uses with apache-tvm-ffi (default) or its pointer fallback "
-                         "(what runs where apache-tvm-ffi is missing)")
+    ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default=None,
+                    help="the launcher to capture: custom_kernel's TVM-FFI entry or its pointer fallback (default: the "
+                         "one custom_kernel takes here: TVM-FFI where apache-tvm-ffi imports, else the pointer path)")
+    ap.add_argument("--allow-notes", action="store_true",
+                    help="a MATCH with notes passes (exit 0): for third-party kernels; by default notes fail, as they "
+                         "must for the kernel under development")
+    ap.add_argument("--prior-costs", action="store_true",
+                    help="with --timing: the cost table's prior values for its fitted rows (the default is the fitted "
+                         "values, to which the published error band belongs)")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--timing", action="store_true", help="time one leaderboard call in the timed emulator")
     ap.add_argument("--trace", default=None, help="with --timing: write a Chrome trace here and a PNG beside it")
@@ -123,12 +131,15 @@ def main(argv=None) -> int:
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
                   progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path,
-                  schedules=args.schedule if args.schedule else args.schedules)
+                  schedules=args.schedule if args.schedule else args.schedules, allow_notes=args.allow_notes)
     print(res.summary())
     for line in res.note_lines():
         print("  " + line)
     if res.status != "match":
         print(res.message)
+    elif not res.passed:
+        print("notes fail the kernel under development (each names a rule of the PTX ISA it breaks and the "
+              "B200-verified kernel that breaks it too); --allow-notes accepts them")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({
@@ -149,7 +160,7 @@ def _timed(args) -> int:
     for item in args.cost:
         name, _, value = item.partition("=")
         overrides[name] = float(value)
-    costs = cost_table.load(overrides=overrides)
+    costs = cost_table.load(overrides=overrides, prior=args.prior_costs)
     t0 = time.time()
 
     def progress(cycle, instructions, seconds):
@@ -185,6 +196,10 @@ def _timed(args) -> int:
             "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
             "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
     print(timed.line())
+    if not args.prior_costs:  # the band belongs to the fitted table, not to the prior or to overridden rows
+        from calibration.timing import band_line, error_band
+
+        print("  " + band_line(error_band()) + (" (measured without these overrides)" if overrides else ""))
     return res.exit_code
 
 
