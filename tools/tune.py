@@ -327,8 +327,8 @@ def dry_run(args) -> dict:
     print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time, then timing "
           f"each that compiles cleanly at every benchmark shape in the timed emulator: up to {runs} timed runs of "
           f"about {TIMED_RUN_MIN[0]}-{TIMED_RUN_MIN[1]} min each on one CPU, so about "
-          f"{runs * TIMED_RUN_MIN[0] / max(1, args.jobs) / 60:.1f}-{runs * TIMED_RUN_MIN[1] / max(1, args.jobs) / 60:.1f}"
-          f" h with --jobs {args.jobs} (a line per config and per (shape, config) as it finishes, with the time left; "
+          f"{runs * TIMED_RUN_MIN[0] / max(1, args.jobs):.0f}-{runs * TIMED_RUN_MIN[1] / max(1, args.jobs):.0f} min "
+          f"with --jobs {args.jobs} (a line per config and per (shape, config) as it finishes, with the time left; "
           "the ranking comes at the end)", file=sys.stderr, flush=True)
     capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
     compiled = {}
