@@ -33,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
+HELDOUT = Path(__file__).with_name("heldout.json")
 REPORT_JSON = REPO / "docs" / "timing_calibration.json"
 REPORT_MD = REPO / "docs" / "timing_calibration.md"
 # The fitted rows and the grid searched for each (the prior value is always on the grid).
@@ -40,12 +41,43 @@ FIT_GRID = {"l2_to_sm_bytes_per_clk": (32, 48, 64, 80, 96, 128, 160, 192)}
 KEY_STEPS = (("v1", "v1b"), ("v1b", "v1c"), ("v1g", "v2"))  # the issue's key dual-GEMM steps
 
 
-def load_points(path: Path = POINTS) -> dict:
+def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT) -> dict:
     """The points file, with each point's place in its family's version log ("order") and only the points that are
-    used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used)."""
+    used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used);
+    then the other authors' points that `heldout` (calibration/heldout.json, declared before any revised run)
+    adds, held out. Every point gets its author ("gau-nernst" for the points file's)."""
     data = json.loads(Path(path).read_text())
-    data["points"] = [dict(p, order=i) for i, p in enumerate(data["points"]) if p.get("use", True) and p.get("runnable", True)]
+    data["points"] = [dict(p, order=i, author=p.get("author", "gau-nernst")) for i, p in enumerate(data["points"])
+                      if p.get("use", True) and p.get("runnable", True)]
+    if heldout is not None:
+        declared = json.loads(Path(heldout).read_text())
+        start = len(data["points"])
+        data["points"] += [dict(p, order=start + i, split="holdout") for i, p in enumerate(declared["new_points"])]
+        data["heldout"] = declared
     return data
+
+
+def prepare_point(point: dict, sources: str):
+    """The kernel of a point, ready to time: .launches, .gmem, .check(gmem, machine). gau-nernst's versions from
+    `sources` (calibration.gau); arseni_ivanov's and novus677's from their own runners' source folders."""
+    if point["author"] == "arseni_ivanov":
+        from calibration import arseni
+
+        source, why = arseni.find_source()
+        if source is None:
+            raise FileNotFoundError(why)
+        return arseni.prepare(source, tuple(point["shape"][:3]))
+    if point["author"] == "novus677":
+        from calibration import novus
+
+        folder, why = novus.find_source()
+        if folder is None:
+            raise FileNotFoundError(why)
+        shape = tuple(point["shape"][:3])
+        return novus.prepare(folder, novus.NovusConfig(point["id"], shape, novus.DISPATCH[shape], "his launch"))
+    from calibration import gau
+
+    return gau.prepare(point["id"], sources=sources)
 
 
 # ------------------------------------------------------------------ timing one point
@@ -54,13 +86,12 @@ def time_point(point: dict, sources: str, overrides: dict | None = None) -> dict
     leaderboard call, launch gap included). The point's C is checked on the clusters simulated."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from calibration import gau
     from emu.timing import costs as cost_table
     from emu.timing.call import timed_run
 
     t0 = time.time()
     costs = cost_table.load(overrides=overrides)
-    prep = gau.prepare(point["id"], sources=sources)
+    prep = prepare_point(point, sources)
     total, binds, status, message = 0.0, [], "completed", ""
     machine = None
     for cap in prep.launches:
@@ -133,8 +164,8 @@ def deltas(rows: list, key: str) -> list:
     out = []
     by_series = {}
     for r in rows:
-        by_series.setdefault((r["family"], tuple(r["shape"])), []).append(r)
-    for (family, shape), series in by_series.items():
+        by_series.setdefault((r.get("author", "gau-nernst"), r["family"], tuple(r["shape"])), []).append(r)
+    for (_, family, shape), series in by_series.items():
         series.sort(key=lambda r: r["order"])
         for a, b in zip(series, series[1:]):
             if a.get(key) is None or b.get(key) is None:
@@ -155,8 +186,9 @@ def _stats(errors: list) -> dict:
             "max": round(max(abs(e) for e in errors), 4)}
 
 
-def summarize(rows: list) -> dict:
-    """Every number of the report's summary, recomputed from the rows alone."""
+def summarize(rows: list, declared: dict | None = None) -> dict:
+    """Every number of the report's summary, recomputed from the rows alone (and, with `declared` (heldout.json),
+    its held-out judgement, prior and fitted)."""
     out = {}
     for key in ("timed_prior_us", "timed_fitted_us"):
         for split in ("fit", "holdout"):
@@ -178,6 +210,51 @@ def summarize(rows: list) -> dict:
     out["model:key_steps"] = _stats([d["error"] for d in model_ds if (d["from"], d["to"]) in KEY_STEPS
                                      and d["family"] == "dual"])
     out["no_change:model_deltas_dual"] = _stats([-d["measured"] for d in model_ds if d["family"] == "dual"])
+    if declared is not None:
+        for key in ("timed_prior_us", "timed_fitted_us"):
+            out[f"heldout:{key}"] = judge_heldout(rows, declared, key)
+    return out
+
+
+def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
+    """The metrics calibration/heldout.json declares, on its points only, each against its target: absolute error
+    (median, max; all and per M), signed bias per M (mean, median beside), the order of the listed cross-author pairs,
+    the dual-GEMM version-delta RMS against predicting no change, the sign of deltas beyond +-3% (reported)."""
+    by_id = {r["id"]: r for r in rows}
+    held = [by_id[i] for i in declared["points"] if i in by_id and by_id[i].get(key)]
+    err = {r["id"]: _err(r[key], r["measured_us"]) for r in held}
+    out = {"n": len(held), "declared": len(declared["points"]), "missing": sorted(set(declared["points"]) - set(err))}
+    groups = {"all": held, **{f"M{m}": [r for r in held if r["shape"][0] == m] for m in (128, 256, 512)}}
+    out["abs_error"] = {g: {"n": len(rs), "median": round(statistics.median(abs(err[r["id"]]) for r in rs), 4),
+                            "max": round(max(abs(err[r["id"]]) for r in rs), 4)} if rs else {"n": 0}
+                        for g, rs in groups.items()}
+    out["signed_bias"] = {g: {"mean": round(statistics.mean(err[r["id"]] for r in rs), 4),
+                              "median": round(statistics.median(err[r["id"]] for r in rs), 4)} if rs else {}
+                          for g, rs in groups.items() if g != "all"}
+
+    def in_order(pairs):
+        judged = [(a, b) for a, b in pairs if a in err and b in err]
+        right = sum((by_id[a]["measured_us"] < by_id[b]["measured_us"]) == (by_id[a][key] < by_id[b][key])
+                    for a, b in judged)
+        return {"right": right, "of": len(judged)}
+
+    out["pair_order"], out["pair_order_final"] = in_order(declared["pairs"]), in_order(declared["pairs_final"])
+    ds = [d for d in deltas(rows, key) if d["held_out"]]
+    dual = [d for d in ds if d["family"] == "dual"]
+    out["dual_delta_rms"] = {"timed": _stats([d["error"] for d in dual]).get("rms"),
+                             "no_change": _stats([-d["measured"] for d in dual]).get("rms"), "n": len(dual)}
+    out["sign_accuracy"] = {name: {"right": sum((d["predicted"] > 0) == (d["measured"] > 0) for d in sel),
+                                   "of": len(sel)}
+                            for name, sel in (("all", [d for d in ds if abs(d["measured"]) > 0.03]),
+                                              ("dual", [d for d in dual if abs(d["measured"]) > 0.03]))}
+    t = declared["targets"]
+    out["targets_met"] = {
+        "abs_error_median": out["abs_error"]["all"].get("median", 1) <= t["abs_error_median_max"],
+        "abs_error_max": out["abs_error"]["all"].get("max", 1) <= t["abs_error_max_max"],
+        "signed_bias_each_M": all(abs(b["mean"]) <= t["signed_bias_abs_max_each_M"]
+                                  for b in out["signed_bias"].values() if b),
+        "pair_order": out["pair_order"]["right"] == out["pair_order"]["of"],
+        "dual_delta_rms": (out["dual_delta_rms"]["timed"] or 1) < (out["dual_delta_rms"]["no_change"] or 0)}
     return out
 
 
@@ -218,16 +295,18 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
     rows = []
     for p in points:
         d = p.get("design", {})
-        rows.append({"id": p["id"], "family": p["family"], "version": p["version"], "order": p["order"],
-                     "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
-                     "design": d.get("change", ""), "source": p["source"].get("design_from", ""),
+        rows.append({"id": p["id"], "author": p["author"], "family": p["family"], "version": p["version"],
+                     "order": p["order"], "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
+                     "design": d.get("change", "") or " ".join(p.get("design_summary", [])),
+                     "source": p["source"].get("design_from", "") or "{repo}@{commit} {path}".format(**p["source"]),
                      "timed_prior_us": prior[p["id"]]["timed_us"], "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],
                      "binds": fitted[p["id"]]["binds"]})
+    summary = summarize(rows, data.get("heldout"))
     result = {"label": "timed (the timed emulator) vs measured (B200, GPU MODE leaderboard, public)",
               "engine": _revision(),
               "split": data.get("split", {}), "fitted_overrides": fitted_overrides, "fit_trials": trials,
-              "rows": rows, "summary": summarize(rows), "seconds": round(time.time() - t0)}
+              "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
     write_report(result)
     return result
 
