@@ -317,6 +317,7 @@ def prepare(folder: Path, cfg: NovusConfig, mode: str = "strict", seed: int = 11
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     import reference
+    from calibration.gau import cubin_for
     from emu.launch import CapturedLaunch
     from emu.state import GlobalMemory
     from harness.problems import place_inputs
@@ -335,7 +336,8 @@ def prepare(folder: Path, cfg: NovusConfig, mode: str = "strict", seed: int = 11
     ptx, cinfo = compile_ptx(cu)
     name = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
     cap = CapturedLaunch(ptx=ptx, kernel_name=name, grid=hl["grid"], block=hl["block"], cluster=hl["cluster"],
-                         dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="")
+                         dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="",
+                         cubin=cubin_for(cinfo["dir"]))
     return Prepared(cfg, [cap], gmem, addr, data,
                     {k_: hl[k_] for k_ in ("grid", "block", "cluster", "dynamic_smem", "instantiation")},
                     dict(cinfo, edits=edits, instantiation=hl["instantiation"]))
