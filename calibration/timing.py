@@ -128,24 +128,27 @@ def time_points(points: list, sources: str, overrides: dict | None = None, jobs:
 
 
 # ------------------------------------------------------------------ the fit
-def fit(points: list, sources: str, jobs: int = 1, progress=None) -> tuple[dict, list]:
-    """Grid search on the fit points: for each L2 -> SM rate, time the fit points with the start cost at its prior (0),
-    then take the start cost (>= 0) that minimises their median absolute error assuming it adds to every CTA's
-    time, and re-time them with it: the pair with the lowest median absolute error wins. Returns (overrides, trials)."""
+def fit(points: list, sources: str, jobs: int = 1, progress=None, switches: dict | None = None,
+        rates=FIT_GRID["l2_to_sm_bytes_per_clk"]) -> tuple[dict, list]:
+    """Grid search on the fit points: for each L2 -> SM rate of `rates`, time the fit points with the start cost at its
+    prior (0), then take the start cost (>= 0) that minimises their median absolute error assuming it adds to every
+    CTA's time, and re-time them with it: the pair with the lowest median absolute error wins. `switches`: cost-table
+    overrides every run carries (a hypothesis of docs/timing_hypotheses.md). Returns (overrides, trials)."""
     from emu.timing import costs as cost_table
 
-    c = cost_table.load()
+    switches = dict(switches or {})
+    c = cost_table.load(overrides=switches)
     fit_pts = [p for p in points if p["split"] == "fit"]
     trials = []
-    for rate in FIT_GRID["l2_to_sm_bytes_per_clk"]:
-        rows = time_points(fit_pts, sources, {"l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": 0}, jobs)
+    for rate in rates:
+        rows = time_points(fit_pts, sources, {**switches, "l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": 0}, jobs)
         # "unchecked": a split-K point whose simulated cluster holds one K slice, so no element of C is complete there;
         # its time is still a full run's
         gaps = [p["measured_us"] - rows[p["id"]]["timed_us"] for p in fit_pts
                 if rows[p["id"]]["status"] in ("match", "unchecked")]
         start_us = max(0.0, statistics.median(gaps)) if gaps else 0.0
         overrides = {"l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": round(c.cycles(start_us))}
-        rows = time_points(fit_pts, sources, overrides, jobs) if start_us > 0 else rows
+        rows = time_points(fit_pts, sources, {**switches, **overrides}, jobs) if start_us > 0 else rows
         errs = [abs(rows[p["id"]]["timed_us"] / p["measured_us"] - 1) for p in fit_pts]
         trials.append({"overrides": overrides, "median_abs_error": round(statistics.median(errs), 4)})
         if progress:
@@ -258,6 +261,19 @@ def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> d
     return out
 
 
+def heldout_line(j: dict) -> str:
+    """The held-out judgement in one line, each metric beside its target (met / MISSED)."""
+    met = j["targets_met"]
+    mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+    bias = ", ".join(f"{m} {b['mean']:+.1%}" for m, b in j["signed_bias"].items() if b)
+    d = j["dual_delta_rms"]
+    return (f"held-out set ({j['n']}/{j['declared']} points timed): |error| median {j['abs_error']['all']['median']:.1%} "
+            f"({mark(met['abs_error_median'])}), max {j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); "
+            f"bias {bias} ({mark(met['signed_bias_each_M'])}); pairs in order {j['pair_order']['right']}/"
+            f"{j['pair_order']['of']} ({mark(met['pair_order'])}); dual-delta RMS {d['timed']:.1%} vs no change "
+            f"{d['no_change']:.1%} ({mark(met['dual_delta_rms'])})")
+
+
 def model_predictions(points: list) -> dict:
     """The retired tools/model.py's prediction for each point it modeled, by point id: modeled, frozen in the points
     file (`modeled_us`) when the model was retired, because on the held-out dual-GEMM deltas it did worse than
@@ -266,9 +282,13 @@ def model_predictions(points: list) -> dict:
 
 
 # ------------------------------------------------------------------ the whole judgement
-def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print) -> dict:
+def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print,
+        switches: dict | None = None, rates=FIT_GRID["l2_to_sm_bytes_per_clk"], report: tuple | None = None) -> dict:
     """Time every point with the prior table, fit on the fit points, time every point with the fitted values; write
-    the report. Returns {"rows", "summary", "fit"}."""
+    the report (docs/timing_calibration.md/.json, or the (json, md) paths of `report`). `switches`: cost-table rows
+    every run carries (a hypothesis, docs/timing_hypotheses.md); `rates`: the fit's L2 -> SM grid. Returns the
+    report's dict."""
+    switches = dict(switches or {})
     data = load_points(points_path)
     points = data["points"]
     t0 = time.time()
@@ -280,15 +300,16 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
     out(f"timing {len(points)} points with the prior cost table ...", file=sys.stderr, flush=True)
     from emu.timing import costs as cost_table
 
-    prior = time_points(points, sources, cost_table.load(prior=True).prior_values(), jobs, tick)
+    prior = time_points(points, sources, {**cost_table.load(prior=True).prior_values(), **switches}, jobs, tick)
     fitted_overrides, trials = {}, []
     if refit:
         out("fitting on the fit points ...", file=sys.stderr, flush=True)
         fitted_overrides, trials = fit(points, sources, jobs,
                                        lambda t: out(f"  trial {t['overrides']}: median |error| "
-                                                     f"{t['median_abs_error']:.1%}", file=sys.stderr, flush=True))
+                                                     f"{t['median_abs_error']:.1%}", file=sys.stderr, flush=True),
+                                       switches, rates)
         out(f"timing {len(points)} points with the fitted values {fitted_overrides} ...", file=sys.stderr, flush=True)
-        fitted = time_points(points, sources, fitted_overrides, jobs, tick)
+        fitted = time_points(points, sources, {**switches, **fitted_overrides}, jobs, tick)
     else:
         fitted = prior
     model = model_predictions(points)
@@ -305,9 +326,9 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
     summary = summarize(rows, data.get("heldout"))
     result = {"label": "timed (the timed emulator) vs measured (B200, GPU MODE leaderboard, public)",
               "engine": _revision(),
-              "split": data.get("split", {}), "fitted_overrides": fitted_overrides, "fit_trials": trials,
-              "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
-    write_report(result)
+              "split": data.get("split", {}), "switches": switches, "fitted_overrides": fitted_overrides,
+              "fit_trials": trials, "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
+    write_report(result, *(report or ()))
     return result
 
 
@@ -368,6 +389,30 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         a, b = s[f"timed_prior_us:{key}"], s[f"timed_fitted_us:{key}"]
         fmt = lambda e: f"{e['rms']:.1%} / {e['max']:.1%} (n={e['n']})" if e.get("n") else "–"  # noqa: E731
         lines.append(f"| {what} | {fmt(a)} | {fmt(b)} |")
+    if "heldout:timed_fitted_us" in s:
+        lines += ["", "## The declared held-out set (calibration/heldout.json, docs/timing_hypotheses.md)", "",
+                  f"Switches: {result.get('switches') or 'none (the table as published)'}.", "",
+                  "| metric | prior table | fitted | target |", "|---|---|---|---|"]
+        hp, hf = s["heldout:timed_prior_us"], s["heldout:timed_fitted_us"]
+        for g in ("all", "M128", "M256", "M512"):
+            cell = lambda j: (f"{j['abs_error'][g]['median']:.1%} / {j['abs_error'][g]['max']:.1%} "  # noqa: E731
+                              f"(n={j['abs_error'][g]['n']})" if j["abs_error"][g].get("n") else "–")
+            lines.append(f"| |error| median / max, {g} | {cell(hp)} | {cell(hf)} | "
+                         f"{'≤ 6% / ≤ 15%' if g == 'all' else ''} |")
+        for g in ("M128", "M256", "M512"):
+            cell = lambda j: f"{j['signed_bias'][g]['mean']:+.1%}" if j["signed_bias"].get(g) else "–"  # noqa: E731
+            lines.append(f"| signed bias (mean), {g} | {cell(hp)} | {cell(hf)} | within ±5% |")
+        for name, target in (("pair_order", "all"), ("pair_order_final", "")):
+            cell = lambda j: f"{j[name]['right']} / {j[name]['of']}"  # noqa: E731
+            lines.append(f"| cross-author pairs in measured order{' (final kernels)' if 'final' in name else ''} | "
+                         f"{cell(hp)} | {cell(hf)} | {target} |")
+        cell = lambda j: f"{j['dual_delta_rms']['timed']:.1%} (no change {j['dual_delta_rms']['no_change']:.1%})"  # noqa: E731
+        lines.append(f"| dual-delta RMS (n={hf['dual_delta_rms']['n']}) | {cell(hp)} | {cell(hf)} | below no change |")
+        cell = lambda j: f"{j['sign_accuracy']['all']['right']} / {j['sign_accuracy']['all']['of']}"  # noqa: E731
+        lines.append(f"| sign right on deltas beyond ±3% | {cell(hp)} | {cell(hf)} | reported |")
+        lines += ["", heldout_line(hf)]
+        if hf["missing"]:
+            lines.append(f"Not timed (no time or no source): {', '.join(hf['missing'])}.")
     fmt = lambda e: f"{e['rms']:.1%} / {e['max']:.1%} (n={e['n']})" if e.get("n") else "–"  # noqa: E731
     lines += ["", "Baselines on the same deltas:", "",
               f"- no change: all {fmt(s['no_change:deltas'])}; dual GEMM {fmt(s['no_change:deltas_dual'])}; "

@@ -6,7 +6,8 @@
                             [--clusters all|N] [--sm-count N] [--json PATH]
     python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
                             [--trace PATH] [--full-grid] [--costs FILE] [--cost NAME=VALUE ...]
-    python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit]
+    python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit] [--cost NAME=VALUE ...]
+                            [--report PREFIX]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
 captures its real host-side launch (a launch a B200 would refuse ends there), runs every warp of the chosen
@@ -98,6 +99,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sources", default=None, help="with --calibration: folder of the public kernels' sources")
     ap.add_argument("--jobs", type=int, default=1, help="with --calibration: points timed in parallel")
     ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
+    ap.add_argument("--report", default=None, metavar="PREFIX",
+                    help="with --calibration: write PREFIX.json and PREFIX.md instead of docs/timing_calibration.* "
+                         "(a hypothesis run: --cost NAME=VALUE sets its switches, docs/timing_hypotheses.md)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
     if args.calibration:
@@ -105,12 +109,16 @@ def main(argv=None) -> int:
             ap.error("--calibration goes with --timing and --sources DIR")
         from calibration import timing as judge
 
-        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit)
+        switches = {name: float(value) for name, _, value in (item.partition("=") for item in args.cost)}
+        report = (Path(f"{args.report}.json"), Path(f"{args.report}.md")) if args.report else None
+        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit, switches=switches, report=report)
         s = result["summary"]
         print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
               f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
               f"{s['timed_fitted_us:deltas'].get('rms', 0):.1%} (no change {s['no_change:deltas'].get('rms', 0):.1%}); "
-              f"report {judge.REPORT_MD.relative_to(REPO)}")
+              f"report {report[1] if report else judge.REPORT_MD.relative_to(REPO)}")
+        if "heldout:timed_fitted_us" in s:
+            print(judge.heldout_line(s["heldout:timed_fitted_us"]))
         return 0
     if args.shape is None:
         ap.error("--shape M,N,K[,L] is required")
