@@ -203,7 +203,7 @@ def summarize(rows: list, declared: dict | None = None) -> dict:
         out[f"{key}:deltas_dual"] = _stats([d["error"] for d in ds if d["family"] == "dual"])
         key_steps = [d for d in ds if (d["from"], d["to"]) in KEY_STEPS and d["family"] == "dual"]
         out[f"{key}:key_steps"] = _stats([d["error"] for d in key_steps])
-    ds = [d for d in deltas(rows, "timed_prior_us") if d["held_out"]]
+    ds = [d for d in deltas(rows, "measured_us") if d["held_out"]]  # the measured changes alone
     out["no_change:deltas"] = _stats([-d["measured"] for d in ds])
     out["no_change:deltas_dual"] = _stats([-d["measured"] for d in ds if d["family"] == "dual"])
     out["no_change:key_steps"] = _stats([-d["measured"] for d in ds if (d["from"], d["to"]) in KEY_STEPS
@@ -215,7 +215,8 @@ def summarize(rows: list, declared: dict | None = None) -> dict:
     out["no_change:model_deltas_dual"] = _stats([-d["measured"] for d in model_ds if d["family"] == "dual"])
     if declared is not None:
         for key in ("timed_prior_us", "timed_fitted_us"):
-            out[f"heldout:{key}"] = judge_heldout(rows, declared, key)
+            if any(r.get(key) for r in rows):
+                out[f"heldout:{key}"] = judge_heldout(rows, declared, key)
     return out
 
 
@@ -283,11 +284,13 @@ def model_predictions(points: list) -> dict:
 
 # ------------------------------------------------------------------ the whole judgement
 def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print,
-        switches: dict | None = None, rates=FIT_GRID["l2_to_sm_bytes_per_clk"], report: tuple | None = None) -> dict:
+        switches: dict | None = None, rates=FIT_GRID["l2_to_sm_bytes_per_clk"], report: tuple | None = None,
+        with_prior: bool = True) -> dict:
     """Time every point with the prior table, fit on the fit points, time every point with the fitted values; write
     the report (docs/timing_calibration.md/.json, or the (json, md) paths of `report`). `switches`: cost-table rows
     every run carries (a hypothesis, docs/timing_hypotheses.md); `rates`: the fit's L2 -> SM grid. Returns the
-    report's dict."""
+    report's dict. with_prior=False skips the prior table's pass (a hypothesis run: only the fitted times are judged).
+    """
     switches = dict(switches or {})
     data = load_points(points_path)
     points = data["points"]
@@ -297,10 +300,12 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
         out(f"  [{i}/{n}] {row['id']}: timed {row['timed_us']:.2f} us, {row['status']} ({row['seconds']:.0f} s)",
             file=sys.stderr, flush=True)
 
-    out(f"timing {len(points)} points with the prior cost table ...", file=sys.stderr, flush=True)
     from emu.timing import costs as cost_table
 
-    prior = time_points(points, sources, {**cost_table.load(prior=True).prior_values(), **switches}, jobs, tick)
+    prior = {}
+    if with_prior:
+        out(f"timing {len(points)} points with the prior cost table ...", file=sys.stderr, flush=True)
+        prior = time_points(points, sources, {**cost_table.load(prior=True).prior_values(), **switches}, jobs, tick)
     fitted_overrides, trials = {}, []
     if refit:
         out("fitting on the fit points ...", file=sys.stderr, flush=True)
@@ -312,6 +317,7 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
         fitted = time_points(points, sources, {**switches, **fitted_overrides}, jobs, tick)
     else:
         fitted = prior
+    empty = {"timed_us": None}
     model = model_predictions(points)
     rows = []
     for p in points:
@@ -320,7 +326,8 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
                      "order": p["order"], "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
                      "design": d.get("change", "") or " ".join(p.get("design_summary", [])),
                      "source": p["source"].get("design_from", "") or "{repo}@{commit} {path}".format(**p["source"]),
-                     "timed_prior_us": prior[p["id"]]["timed_us"], "timed_fitted_us": fitted[p["id"]]["timed_us"],
+                     "timed_prior_us": prior.get(p["id"], empty)["timed_us"],
+                     "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],
                      "binds": fitted[p["id"]]["binds"]})
     summary = summarize(rows, data.get("heldout"))
@@ -369,6 +376,12 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
     def pct(x):
         return "–" if x is None else f"{x:+.1%}"
 
+    def us(x):
+        return "–" if x is None else f"{x:.2f}"
+
+    def err(timed, measured):
+        return None if timed is None else _err(timed, measured)
+
     lines = ["# The timed emulator against public B200 measurements", "",
              "Generated by `python tools/emulate.py --timing --calibration --sources DIR` (calibration/timing.py); "
              "rows in docs/timing_calibration.json. **timed** = the timed emulator (emu/timing), **measured** = B200 "
@@ -393,7 +406,8 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         lines += ["", "## The declared held-out set (calibration/heldout.json, docs/timing_hypotheses.md)", "",
                   f"Switches: {result.get('switches') or 'none (the table as published)'}.", "",
                   "| metric | prior table | fitted | target |", "|---|---|---|---|"]
-        hp, hf = s["heldout:timed_prior_us"], s["heldout:timed_fitted_us"]
+        hf = s["heldout:timed_fitted_us"]
+        hp = s.get("heldout:timed_prior_us", hf)  # a run without the prior pass shows the fitted twice
         for g in ("all", "M128", "M256", "M512"):
             cell = lambda j: (f"{j['abs_error'][g]['median']:.1%} / {j['abs_error'][g]['max']:.1%} "  # noqa: E731
                               f"(n={j['abs_error'][g]['n']})" if j["abs_error"][g].get("n") else "–")
@@ -425,8 +439,8 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(f"| {r['id']} | {r['split']} | {'×'.join(map(str, r['shape'][:3]))} | {r['measured_us']} | "
-                     f"{r['timed_prior_us']:.2f} | {pct(_err(r['timed_prior_us'], r['measured_us']))} | "
-                     f"{r['timed_fitted_us']:.2f} | {pct(_err(r['timed_fitted_us'], r['measured_us']))} | "
+                     f"{us(r['timed_prior_us'])} | {pct(err(r['timed_prior_us'], r['measured_us']))} | "
+                     f"{us(r['timed_fitted_us'])} | {pct(err(r['timed_fitted_us'], r['measured_us']))} | "
                      f"{r['model_us'] if r['model_us'] is not None else '–'} | {r['binds'][:60]} |")
     lines += ["", "## Consecutive-version deltas (held out)", "",
               "| family | shape | step | measured | timed (fitted) | error |", "|---|---|---|---|---|---|"]

@@ -99,6 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sources", default=None, help="with --calibration: folder of the public kernels' sources")
     ap.add_argument("--jobs", type=int, default=1, help="with --calibration: points timed in parallel")
     ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
+    ap.add_argument("--no-prior", action="store_true",
+                    help="with --calibration: skip the prior table's pass (a hypothesis run judges the fitted times)")
     ap.add_argument("--report", default=None, metavar="PREFIX",
                     help="with --calibration: write PREFIX.json and PREFIX.md instead of docs/timing_calibration.* "
                          "(a hypothesis run: --cost NAME=VALUE sets its switches, docs/timing_hypotheses.md)")
@@ -111,7 +113,8 @@ def main(argv=None) -> int:
 
         switches = {name: float(value) for name, _, value in (item.partition("=") for item in args.cost)}
         report = (Path(f"{args.report}.json"), Path(f"{args.report}.md")) if args.report else None
-        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit, switches=switches, report=report)
+        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit, switches=switches, report=report,
+                           with_prior=not args.no_prior)
         s = result["summary"]
         print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
               f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
