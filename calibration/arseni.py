@@ -199,48 +199,77 @@ class ArseniResult:
                 f"{self.stats.get('mma', 0)} MMAs, {self.seconds:.1f} s")
 
 
-def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_seed: int = 0,
-            clusters="all") -> ArseniResult:
+@dataclass
+class Prepared:
+    """His kernel on one shape, ready to run: the launch, global memory (inputs placed, C poisoned), and how to judge
+    C (calibration.timing times it through this)."""
+
+    launches: list  # [emu.launch.CapturedLaunch]
+    gmem: object
+    addresses: dict
+    data: tuple
+    shape: tuple  # (M, N, K)
+
+    def check(self, gmem, machine, every_cluster: bool = False) -> tuple[str, str, int]:
+        """(status, message, elements checked): all of C when every cluster ran, else the elements the clusters run
+        stored, against reference.py."""
+        import numpy as np
+        import torch
+
+        import reference
+        from harness.problems import DUAL_GEMM, check_c
+
+        m, n, _ = self.shape
+        raw = gmem.read(self.addresses["c"], m * n * 2).view(np.float16)
+        out = torch.from_numpy(raw.copy()).reshape(m, n, 1)
+        if every_cluster:
+            ok, msg = check_c(out, reference.ref_kernel(self.data))
+            return ("match" if ok else "mismatch"), msg, m * n
+        ok, msg = _check_written(machine.store_log, self.addresses["c"], m, n, out, self.data, reference, check_c,
+                                 DUAL_GEMM.reference_tile)
+        return ("match" if ok else "mismatch"), msg, sum(nbytes // 2 for _, nbytes in machine.store_log)
+
+
+def prepare(source: Path, shape: tuple, mode: str = "strict", seed: int = 1111) -> Prepared:
+    """His custom_kernel's choice of kernel for `shape` (M, N, K), compiled, with its launch captured on reference
+    inputs; raises harness.capture.LaunchError where the launch stand-ins refuse it (what a B200 refuses)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    import numpy as np
-    import torch
-
     import reference
-    from harness.capture import LaunchError
-    from emu import run_kernel
-    from harness.problems import DUAL_GEMM, check_c, place_inputs
     from emu.state import GlobalMemory
+    from harness.problems import place_inputs
 
-    t0 = time.time()
-    res = ArseniResult("unsupported", cfg, mode)
-    m, n, k = cfg.shape
-    art = compile_artifacts(source, cfg.kernel)
+    m, n, k = shape
+    art = compile_artifacts(source, kernel_for(m, n))
     data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
     data[9].fill_(float("nan"))
     gmem = GlobalMemory()
     addr = place_inputs(gmem, data, m, n, k, 1)
+    return Prepared([capture(art, addr, m, n, k)], gmem, addr, data, (m, n, k))
+
+
+def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_seed: int = 0,
+            clusters="all") -> ArseniResult:
+    from emu import run_kernel
+    from harness.capture import LaunchError
+
+    t0 = time.time()
+    res = ArseniResult("unsupported", cfg, mode)
     try:
-        cap = capture(art, addr, m, n, k)
+        prep = prepare(source, cfg.shape, mode, seed)
     except LaunchError as e:  # the launch stand-ins refuse what a B200 refuses (emu.device B200_LIMITS)
         res.status, res.message, res.seconds = "launch", str(e), time.time() - t0
         return res
+    cap = prep.launches[0]
     res.launch = {"grid": cap.grid, "block": cap.block, "cluster": cap.cluster, "dynamic_smem": cap.dynamic_smem,
                   "dsl_version": cap.dsl_version}
-    run = run_kernel(cap, gmem, sched_seed, clusters)
+    run = run_kernel(cap, prep.gmem, sched_seed, clusters)
     res.status, res.message = run.status, run.message
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
         res.notes = list(run.machine.notes.values())
     if run.status == "completed":
-        raw = gmem.read(addr["c"], m * n * 2).view(np.float16)
-        out = torch.from_numpy(raw.copy()).reshape(m, n, 1)
-        if run.clusters_run == run.clusters_total:
-            ok, msg = check_c(out, reference.ref_kernel(data))
-        else:  # the rows / columns of C the chosen clusters stored
-            ok, msg = _check_written(run.machine.store_log, addr["c"], m, n, out, data, reference, check_c,
-                                     DUAL_GEMM.reference_tile)
-        res.status, res.message = ("match" if ok else "mismatch"), msg
+        res.status, res.message, _ = prep.check(prep.gmem, run.machine, run.clusters_run == run.clusters_total)
     res.seconds = time.time() - t0
     return res
 

@@ -186,6 +186,21 @@ def compile_ptx(cu_text: str, tag: str) -> tuple[str, dict]:
     return ptx.read_text(), info
 
 
+def cubin_for(ptx_dir: str | Path) -> bytes:
+    """The cubin ptxas (the nvcc wheel's, -arch=sm_100a) makes of <ptx_dir>/kernel.ptx, cached beside it: the timed
+    emulator reads its SASS (emu.timing.sass) where PTX and SASS disagree on how often a copy issues."""
+    d = Path(ptx_dir)
+    cubin = d / "kernel.cubin"
+    if not cubin.exists():
+        tmp = d / f"kernel.{os.getpid()}.cubin"
+        cmd = [str(nvcc_path().parent / "ptxas"), "-arch=sm_100a", str(d / "kernel.ptx"), "-o", str(tmp)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"ptxas failed ({' '.join(cmd)}):\n{p.stderr[-3000:]}")
+        os.replace(tmp, cubin)
+    return cubin.read_bytes()
+
+
 # ============================================================================ inputs and the reference
 def make_inputs(family: str, m: int, n: int, k: int, mode: str, seed: int, buf_elems: int, buf_poisoned=False):
     """(data, gmem, addresses): reference.generate_input's tensors placed as the leaderboard's torch tensors, C
@@ -406,7 +421,7 @@ def prepare(target, shape=None, mode: str = "strict", seed: int = 1111, sources=
         kname = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
         launches.append(CapturedLaunch(ptx=ptx, kernel_name=kname, grid=launch.grid, block=launch.block,
                                        cluster=launch.cluster, dynamic_smem=launch.dynamic_smem,
-                                       params=launch.params(addresses), dsl_version=""))
+                                       params=launch.params(addresses), dsl_version="", cubin=cubin_for(info["dir"])))
         infos.append(dict(info, edits=edits, instantiation=launch.instantiation))
     return Prepared(family, name, (m, n, k, 1), mode, seed, plan, launches, gmem, addresses, data, str(path), infos,
                     point)

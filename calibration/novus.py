@@ -271,26 +271,61 @@ class NovusResult:
                 f"{self.seconds:.1f} s")
 
 
-def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_seed: int = 0,
-            clusters="all") -> NovusResult:
+@dataclass
+class Prepared:
+    """His kernel on one shape, ready to run: the launch (host code re-done here), global memory (inputs placed, C
+    poisoned), and how to judge C (calibration.timing times it through this)."""
+
+    cfg: NovusConfig
+    launches: list  # [emu.launch.CapturedLaunch]
+    gmem: object
+    addresses: dict
+    data: tuple
+    launch: dict
+    compile: dict
+
+    def check(self, gmem, machine, every_cluster: bool = False) -> tuple[str, str, int]:
+        """(status, message, elements checked): all of C when every cluster ran, else the tiles the CTAs run wrote,
+        against reference.py (C in his layout: transposed for some shapes)."""
+        import numpy as np
+        import torch
+
+        import reference
+        from harness.problems import DUAL_GEMM, check_c
+
+        m, n, _ = self.cfg.shape
+        transpose = self.cfg.launch[7]
+        raw = gmem.read(self.addresses["c"], m * n * 2).view(np.float16)
+        c = raw.reshape(n, m).T if transpose else raw.reshape(m, n)
+        out = torch.from_numpy(np.ascontiguousarray(c)).reshape(m, n, 1)
+        if every_cluster:
+            ok, msg = check_c(out, reference.ref_kernel(self.data))
+            return ("match" if ok else "mismatch"), msg, m * n
+        checked = 0
+        for rs, cs in _written_tiles(machine, self.addresses["c"], m, n, self.cfg.launch[1], self.cfg.launch[2],
+                                     transpose):
+            ok, msg = check_c(out[rs, cs, 0], DUAL_GEMM.reference_tile(reference, self.data, rs, cs, 0))
+            checked += (rs.stop - rs.start) * (cs.stop - cs.start)
+            if not ok:
+                return "mismatch", f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}", checked
+        return ("match", "", checked) if checked else ("mismatch", "the CTAs run wrote no tile of C", 0)
+
+
+def prepare(folder: Path, cfg: NovusConfig, mode: str = "strict", seed: int = 1111) -> Prepared:
+    """His kernel for cfg (his launch for its shape), compiled with the pip nvcc, launched as his host code launches
+    it, on reference inputs. Raises RuntimeError where his host code differs from what this module re-implements."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    import numpy as np
-    import torch
-
     import reference
+    from calibration.gau import cubin_for
     from emu.launch import CapturedLaunch
-    from emu import run_kernel
-    from harness.problems import DUAL_GEMM, check_c, place_inputs
     from emu.state import GlobalMemory
+    from harness.problems import place_inputs
 
-    t0 = time.time()
-    res = NovusResult("unsupported", cfg, mode)
     src = read_source(folder)
     missing = check_host(src)
     if missing:
-        res.message = "his host code differs from what this tool re-implements; missing: " + " | ".join(missing)
-        return res
+        raise RuntimeError("his host code differs from what this tool re-implements; missing: " + " | ".join(missing))
     m, n, k = cfg.shape
     data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
     data[9].fill_(float("nan"))
@@ -299,38 +334,42 @@ def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_s
     hl = host_launch(cfg, addr)
     cu, edits = device_source(src, hl["instantiation"])
     ptx, cinfo = compile_ptx(cu)
-    res.compile = dict(cinfo, edits=edits, instantiation=hl["instantiation"])
     name = re.search(r"\.entry\s+([\w$]+)\s*\(", ptx).group(1)
     cap = CapturedLaunch(ptx=ptx, kernel_name=name, grid=hl["grid"], block=hl["block"], cluster=hl["cluster"],
-                         dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="")
-    res.launch = {k_: hl[k_] for k_ in ("grid", "block", "cluster", "dynamic_smem", "instantiation")}
-    run = run_kernel(cap, gmem, sched_seed, clusters)
+                         dynamic_smem=hl["dynamic_smem"], params=hl["params"], dsl_version="",
+                         cubin=cubin_for(cinfo["dir"]))
+    return Prepared(cfg, [cap], gmem, addr, data,
+                    {k_: hl[k_] for k_ in ("grid", "block", "cluster", "dynamic_smem", "instantiation")},
+                    dict(cinfo, edits=edits, instantiation=hl["instantiation"]))
+
+
+def run_one(folder: Path, cfg: NovusConfig, mode: str, seed: int = 1111, sched_seed: int = 0,
+            clusters="all") -> NovusResult:
+    from emu import run_kernel
+
+    t0 = time.time()
+    res = NovusResult("unsupported", cfg, mode)
+    try:
+        prep = prepare(folder, cfg, mode, seed)
+    except RuntimeError as e:
+        res.message = str(e)
+        return res
+    res.compile, res.launch = prep.compile, prep.launch
+    run = run_kernel(prep.launches[0], prep.gmem, sched_seed, clusters)
     res.status, res.message = run.status, run.message
     if run.machine is not None:
         res.stats = dict(run.machine.stats)
         res.notes = list(run.machine.notes.values())
     if run.status == "completed":
-        raw = gmem.read(addr["c"], m * n * 2).view(np.float16)
-        transpose = cfg.launch[7]
-        c = raw.reshape(n, m).T if transpose else raw.reshape(m, n)
-        out = torch.from_numpy(np.ascontiguousarray(c)).reshape(m, n, 1)
-        if run.clusters_run == run.clusters_total:
-            ok, msg = check_c(out, reference.ref_kernel(data))
-        else:  # the tiles the chosen CTAs wrote
-            ok, msg = True, ""
-            for rs, cs in _written_tiles(run, addr["c"], m, n, cfg.launch[1], cfg.launch[2], transpose):
-                ok, msg = check_c(out[rs, cs, 0], DUAL_GEMM.reference_tile(reference, data, rs, cs, 0))
-                if not ok:
-                    msg = f"tile rows {rs.start}:{rs.stop} cols {cs.start}:{cs.stop}: {msg}"
-                    break
-        res.status, res.message = ("match" if ok else "mismatch"), msg
+        res.status, res.message, _ = prep.check(prep.gmem, run.machine, run.clusters_run == run.clusters_total)
     res.seconds = time.time() - t0
     return res
 
 
-def _written_tiles(run, c_addr, m, n, bm, bn, transpose) -> list:
+def _written_tiles(machine, c_addr, m, n, bm, bn, transpose) -> list:
+    """The (rows, cols) slices of every bm x bn tile of C the machine stored to (C transposed in memory or not)."""
     tiles = set()
-    for a, nbytes in run.machine.store_log:
+    for a, nbytes in machine.store_log:
         e = (a - c_addr) // 2
         r, c = divmod(e, m if transpose else n)
         row, col = (c, r) if transpose else (r, c)

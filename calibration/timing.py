@@ -33,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
+HELDOUT = Path(__file__).with_name("heldout.json")
 REPORT_JSON = REPO / "docs" / "timing_calibration.json"
 REPORT_MD = REPO / "docs" / "timing_calibration.md"
 # The fitted rows and the grid searched for each (the prior value is always on the grid).
@@ -40,12 +41,43 @@ FIT_GRID = {"l2_to_sm_bytes_per_clk": (32, 48, 64, 80, 96, 128, 160, 192)}
 KEY_STEPS = (("v1", "v1b"), ("v1b", "v1c"), ("v1g", "v2"))  # the issue's key dual-GEMM steps
 
 
-def load_points(path: Path = POINTS) -> dict:
+def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT) -> dict:
     """The points file, with each point's place in its family's version log ("order") and only the points that are
-    used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used)."""
+    used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used);
+    then the other authors' points that `heldout` (calibration/heldout.json, declared before any revised run)
+    adds, held out. Every point gets its author ("gau-nernst" for the points file's)."""
     data = json.loads(Path(path).read_text())
-    data["points"] = [dict(p, order=i) for i, p in enumerate(data["points"]) if p.get("use", True) and p.get("runnable", True)]
+    data["points"] = [dict(p, order=i, author=p.get("author", "gau-nernst")) for i, p in enumerate(data["points"])
+                      if p.get("use", True) and p.get("runnable", True)]
+    if heldout is not None:
+        declared = json.loads(Path(heldout).read_text())
+        start = len(data["points"])
+        data["points"] += [dict(p, order=start + i, split="holdout") for i, p in enumerate(declared["new_points"])]
+        data["heldout"] = declared
     return data
+
+
+def prepare_point(point: dict, sources: str):
+    """The kernel of a point, ready to time: .launches, .gmem, .check(gmem, machine). gau-nernst's versions from
+    `sources` (calibration.gau); arseni_ivanov's and novus677's from their own runners' source folders."""
+    if point["author"] == "arseni_ivanov":
+        from calibration import arseni
+
+        source, why = arseni.find_source()
+        if source is None:
+            raise FileNotFoundError(why)
+        return arseni.prepare(source, tuple(point["shape"][:3]))
+    if point["author"] == "novus677":
+        from calibration import novus
+
+        folder, why = novus.find_source()
+        if folder is None:
+            raise FileNotFoundError(why)
+        shape = tuple(point["shape"][:3])
+        return novus.prepare(folder, novus.NovusConfig(point["id"], shape, novus.DISPATCH[shape], "his launch"))
+    from calibration import gau
+
+    return gau.prepare(point["id"], sources=sources)
 
 
 # ------------------------------------------------------------------ timing one point
@@ -54,13 +86,12 @@ def time_point(point: dict, sources: str, overrides: dict | None = None) -> dict
     leaderboard call, launch gap included). The point's C is checked on the clusters simulated."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from calibration import gau
     from emu.timing import costs as cost_table
     from emu.timing.call import timed_run
 
     t0 = time.time()
     costs = cost_table.load(overrides=overrides)
-    prep = gau.prepare(point["id"], sources=sources)
+    prep = prepare_point(point, sources)
     total, binds, status, message = 0.0, [], "completed", ""
     machine = None
     for cap in prep.launches:
@@ -97,24 +128,27 @@ def time_points(points: list, sources: str, overrides: dict | None = None, jobs:
 
 
 # ------------------------------------------------------------------ the fit
-def fit(points: list, sources: str, jobs: int = 1, progress=None) -> tuple[dict, list]:
-    """Grid search on the fit points: for each L2 -> SM rate, time the fit points with the start cost at its prior (0),
-    then take the start cost (>= 0) that minimises their median absolute error assuming it adds to every CTA's
-    time, and re-time them with it: the pair with the lowest median absolute error wins. Returns (overrides, trials)."""
+def fit(points: list, sources: str, jobs: int = 1, progress=None, switches: dict | None = None,
+        rates=FIT_GRID["l2_to_sm_bytes_per_clk"]) -> tuple[dict, list]:
+    """Grid search on the fit points: for each L2 -> SM rate of `rates`, time the fit points with the start cost at its
+    prior (0), then take the start cost (>= 0) that minimises their median absolute error assuming it adds to every
+    CTA's time, and re-time them with it: the pair with the lowest median absolute error wins. `switches`: cost-table
+    overrides every run carries (a hypothesis of docs/timing_hypotheses.md). Returns (overrides, trials)."""
     from emu.timing import costs as cost_table
 
-    c = cost_table.load()
+    switches = dict(switches or {})
+    c = cost_table.load(overrides=switches)
     fit_pts = [p for p in points if p["split"] == "fit"]
     trials = []
-    for rate in FIT_GRID["l2_to_sm_bytes_per_clk"]:
-        rows = time_points(fit_pts, sources, {"l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": 0}, jobs)
+    for rate in rates:
+        rows = time_points(fit_pts, sources, {**switches, "l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": 0}, jobs)
         # "unchecked": a split-K point whose simulated cluster holds one K slice, so no element of C is complete there;
         # its time is still a full run's
         gaps = [p["measured_us"] - rows[p["id"]]["timed_us"] for p in fit_pts
                 if rows[p["id"]]["status"] in ("match", "unchecked")]
         start_us = max(0.0, statistics.median(gaps)) if gaps else 0.0
         overrides = {"l2_to_sm_bytes_per_clk": rate, "cta_start_cycles": round(c.cycles(start_us))}
-        rows = time_points(fit_pts, sources, overrides, jobs) if start_us > 0 else rows
+        rows = time_points(fit_pts, sources, {**switches, **overrides}, jobs) if start_us > 0 else rows
         errs = [abs(rows[p["id"]]["timed_us"] / p["measured_us"] - 1) for p in fit_pts]
         trials.append({"overrides": overrides, "median_abs_error": round(statistics.median(errs), 4)})
         if progress:
@@ -133,8 +167,8 @@ def deltas(rows: list, key: str) -> list:
     out = []
     by_series = {}
     for r in rows:
-        by_series.setdefault((r["family"], tuple(r["shape"])), []).append(r)
-    for (family, shape), series in by_series.items():
+        by_series.setdefault((r.get("author", "gau-nernst"), r["family"], tuple(r["shape"])), []).append(r)
+    for (_, family, shape), series in by_series.items():
         series.sort(key=lambda r: r["order"])
         for a, b in zip(series, series[1:]):
             if a.get(key) is None or b.get(key) is None:
@@ -155,8 +189,9 @@ def _stats(errors: list) -> dict:
             "max": round(max(abs(e) for e in errors), 4)}
 
 
-def summarize(rows: list) -> dict:
-    """Every number of the report's summary, recomputed from the rows alone."""
+def summarize(rows: list, declared: dict | None = None) -> dict:
+    """Every number of the report's summary, recomputed from the rows alone (and, with `declared` (heldout.json),
+    its held-out judgement, prior and fitted)."""
     out = {}
     for key in ("timed_prior_us", "timed_fitted_us"):
         for split in ("fit", "holdout"):
@@ -168,7 +203,7 @@ def summarize(rows: list) -> dict:
         out[f"{key}:deltas_dual"] = _stats([d["error"] for d in ds if d["family"] == "dual"])
         key_steps = [d for d in ds if (d["from"], d["to"]) in KEY_STEPS and d["family"] == "dual"]
         out[f"{key}:key_steps"] = _stats([d["error"] for d in key_steps])
-    ds = [d for d in deltas(rows, "timed_prior_us") if d["held_out"]]
+    ds = [d for d in deltas(rows, "measured_us") if d["held_out"]]  # the measured changes alone
     out["no_change:deltas"] = _stats([-d["measured"] for d in ds])
     out["no_change:deltas_dual"] = _stats([-d["measured"] for d in ds if d["family"] == "dual"])
     out["no_change:key_steps"] = _stats([-d["measured"] for d in ds if (d["from"], d["to"]) in KEY_STEPS
@@ -178,7 +213,66 @@ def summarize(rows: list) -> dict:
     out["model:key_steps"] = _stats([d["error"] for d in model_ds if (d["from"], d["to"]) in KEY_STEPS
                                      and d["family"] == "dual"])
     out["no_change:model_deltas_dual"] = _stats([-d["measured"] for d in model_ds if d["family"] == "dual"])
+    if declared is not None:
+        for key in ("timed_prior_us", "timed_fitted_us"):
+            if any(r.get(key) for r in rows):
+                out[f"heldout:{key}"] = judge_heldout(rows, declared, key)
     return out
+
+
+def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
+    """The metrics calibration/heldout.json declares, on its points only, each against its target: absolute error
+    (median, max; all and per M), signed bias per M (mean, median beside), the order of the listed cross-author pairs,
+    the dual-GEMM version-delta RMS against predicting no change, the sign of deltas beyond +-3% (reported)."""
+    by_id = {r["id"]: r for r in rows}
+    held = [by_id[i] for i in declared["points"] if i in by_id and by_id[i].get(key)]
+    err = {r["id"]: _err(r[key], r["measured_us"]) for r in held}
+    out = {"n": len(held), "declared": len(declared["points"]), "missing": sorted(set(declared["points"]) - set(err))}
+    groups = {"all": held, **{f"M{m}": [r for r in held if r["shape"][0] == m] for m in (128, 256, 512)}}
+    out["abs_error"] = {g: {"n": len(rs), "median": round(statistics.median(abs(err[r["id"]]) for r in rs), 4),
+                            "max": round(max(abs(err[r["id"]]) for r in rs), 4)} if rs else {"n": 0}
+                        for g, rs in groups.items()}
+    out["signed_bias"] = {g: {"mean": round(statistics.mean(err[r["id"]] for r in rs), 4),
+                              "median": round(statistics.median(err[r["id"]] for r in rs), 4)} if rs else {}
+                          for g, rs in groups.items() if g != "all"}
+
+    def in_order(pairs):
+        judged = [(a, b) for a, b in pairs if a in err and b in err]
+        right = sum((by_id[a]["measured_us"] < by_id[b]["measured_us"]) == (by_id[a][key] < by_id[b][key])
+                    for a, b in judged)
+        return {"right": right, "of": len(judged)}
+
+    out["pair_order"], out["pair_order_final"] = in_order(declared["pairs"]), in_order(declared["pairs_final"])
+    ds = [d for d in deltas(rows, key) if d["held_out"]]
+    dual = [d for d in ds if d["family"] == "dual"]
+    out["dual_delta_rms"] = {"timed": _stats([d["error"] for d in dual]).get("rms"),
+                             "no_change": _stats([-d["measured"] for d in dual]).get("rms"), "n": len(dual)}
+    out["sign_accuracy"] = {name: {"right": sum((d["predicted"] > 0) == (d["measured"] > 0) for d in sel),
+                                   "of": len(sel)}
+                            for name, sel in (("all", [d for d in ds if abs(d["measured"]) > 0.03]),
+                                              ("dual", [d for d in dual if abs(d["measured"]) > 0.03]))}
+    t = declared["targets"]
+    out["targets_met"] = {
+        "abs_error_median": out["abs_error"]["all"].get("median", 1) <= t["abs_error_median_max"],
+        "abs_error_max": out["abs_error"]["all"].get("max", 1) <= t["abs_error_max_max"],
+        "signed_bias_each_M": all(abs(b["mean"]) <= t["signed_bias_abs_max_each_M"]
+                                  for b in out["signed_bias"].values() if b),
+        "pair_order": out["pair_order"]["right"] == out["pair_order"]["of"],
+        "dual_delta_rms": (out["dual_delta_rms"]["timed"] or 1) < (out["dual_delta_rms"]["no_change"] or 0)}
+    return out
+
+
+def heldout_line(j: dict) -> str:
+    """The held-out judgement in one line, each metric beside its target (met / MISSED)."""
+    met = j["targets_met"]
+    mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+    bias = ", ".join(f"{m} {b['mean']:+.1%}" for m, b in j["signed_bias"].items() if b)
+    d = j["dual_delta_rms"]
+    return (f"held-out set ({j['n']}/{j['declared']} points timed): |error| median {j['abs_error']['all']['median']:.1%} "
+            f"({mark(met['abs_error_median'])}), max {j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); "
+            f"bias {bias} ({mark(met['signed_bias_each_M'])}); pairs in order {j['pair_order']['right']}/"
+            f"{j['pair_order']['of']} ({mark(met['pair_order'])}); dual-delta RMS {d['timed']:.1%} vs no change "
+            f"{d['no_change']:.1%} ({mark(met['dual_delta_rms'])})")
 
 
 def model_predictions(points: list) -> dict:
@@ -189,9 +283,15 @@ def model_predictions(points: list) -> dict:
 
 
 # ------------------------------------------------------------------ the whole judgement
-def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print) -> dict:
+def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print,
+        switches: dict | None = None, rates=FIT_GRID["l2_to_sm_bytes_per_clk"], report: tuple | None = None,
+        with_prior: bool = True) -> dict:
     """Time every point with the prior table, fit on the fit points, time every point with the fitted values; write
-    the report. Returns {"rows", "summary", "fit"}."""
+    the report (docs/timing_calibration.md/.json, or the (json, md) paths of `report`). `switches`: cost-table rows
+    every run carries (a hypothesis, docs/timing_hypotheses.md); `rates`: the fit's L2 -> SM grid. Returns the
+    report's dict. with_prior=False skips the prior table's pass (a hypothesis run: only the fitted times are judged).
+    """
+    switches = dict(switches or {})
     data = load_points(points_path)
     points = data["points"]
     t0 = time.time()
@@ -200,35 +300,42 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
         out(f"  [{i}/{n}] {row['id']}: timed {row['timed_us']:.2f} us, {row['status']} ({row['seconds']:.0f} s)",
             file=sys.stderr, flush=True)
 
-    out(f"timing {len(points)} points with the prior cost table ...", file=sys.stderr, flush=True)
     from emu.timing import costs as cost_table
 
-    prior = time_points(points, sources, cost_table.load(prior=True).prior_values(), jobs, tick)
+    prior = {}
+    if with_prior:
+        out(f"timing {len(points)} points with the prior cost table ...", file=sys.stderr, flush=True)
+        prior = time_points(points, sources, {**cost_table.load(prior=True).prior_values(), **switches}, jobs, tick)
     fitted_overrides, trials = {}, []
     if refit:
         out("fitting on the fit points ...", file=sys.stderr, flush=True)
         fitted_overrides, trials = fit(points, sources, jobs,
                                        lambda t: out(f"  trial {t['overrides']}: median |error| "
-                                                     f"{t['median_abs_error']:.1%}", file=sys.stderr, flush=True))
+                                                     f"{t['median_abs_error']:.1%}", file=sys.stderr, flush=True),
+                                       switches, rates)
         out(f"timing {len(points)} points with the fitted values {fitted_overrides} ...", file=sys.stderr, flush=True)
-        fitted = time_points(points, sources, fitted_overrides, jobs, tick)
+        fitted = time_points(points, sources, {**switches, **fitted_overrides}, jobs, tick)
     else:
         fitted = prior
+    empty = {"timed_us": None}
     model = model_predictions(points)
     rows = []
     for p in points:
         d = p.get("design", {})
-        rows.append({"id": p["id"], "family": p["family"], "version": p["version"], "order": p["order"],
-                     "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
-                     "design": d.get("change", ""), "source": p["source"].get("design_from", ""),
-                     "timed_prior_us": prior[p["id"]]["timed_us"], "timed_fitted_us": fitted[p["id"]]["timed_us"],
+        rows.append({"id": p["id"], "author": p["author"], "family": p["family"], "version": p["version"],
+                     "order": p["order"], "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
+                     "design": d.get("change", "") or " ".join(p.get("design_summary", [])),
+                     "source": p["source"].get("design_from", "") or "{repo}@{commit} {path}".format(**p["source"]),
+                     "timed_prior_us": prior.get(p["id"], empty)["timed_us"],
+                     "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],
                      "binds": fitted[p["id"]]["binds"]})
+    summary = summarize(rows, data.get("heldout"))
     result = {"label": "timed (the timed emulator) vs measured (B200, GPU MODE leaderboard, public)",
               "engine": _revision(),
-              "split": data.get("split", {}), "fitted_overrides": fitted_overrides, "fit_trials": trials,
-              "rows": rows, "summary": summarize(rows), "seconds": round(time.time() - t0)}
-    write_report(result)
+              "split": data.get("split", {}), "switches": switches, "fitted_overrides": fitted_overrides,
+              "fit_trials": trials, "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
+    write_report(result, *(report or ()))
     return result
 
 
@@ -269,6 +376,12 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
     def pct(x):
         return "–" if x is None else f"{x:+.1%}"
 
+    def us(x):
+        return "–" if x is None else f"{x:.2f}"
+
+    def err(timed, measured):
+        return None if timed is None else _err(timed, measured)
+
     lines = ["# The timed emulator against public B200 measurements", "",
              "Generated by `python tools/emulate.py --timing --calibration --sources DIR` (calibration/timing.py); "
              "rows in docs/timing_calibration.json. **timed** = the timed emulator (emu/timing), **measured** = B200 "
@@ -289,6 +402,31 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         a, b = s[f"timed_prior_us:{key}"], s[f"timed_fitted_us:{key}"]
         fmt = lambda e: f"{e['rms']:.1%} / {e['max']:.1%} (n={e['n']})" if e.get("n") else "–"  # noqa: E731
         lines.append(f"| {what} | {fmt(a)} | {fmt(b)} |")
+    if "heldout:timed_fitted_us" in s:
+        lines += ["", "## The declared held-out set (calibration/heldout.json, docs/timing_hypotheses.md)", "",
+                  f"Switches: {result.get('switches') or 'none (the table as published)'}.", "",
+                  "| metric | prior table | fitted | target |", "|---|---|---|---|"]
+        hf = s["heldout:timed_fitted_us"]
+        hp = s.get("heldout:timed_prior_us", hf)  # a run without the prior pass shows the fitted twice
+        for g in ("all", "M128", "M256", "M512"):
+            cell = lambda j: (f"{j['abs_error'][g]['median']:.1%} / {j['abs_error'][g]['max']:.1%} "  # noqa: E731
+                              f"(n={j['abs_error'][g]['n']})" if j["abs_error"][g].get("n") else "–")
+            lines.append(f"| |error| median / max, {g} | {cell(hp)} | {cell(hf)} | "
+                         f"{'≤ 6% / ≤ 15%' if g == 'all' else ''} |")
+        for g in ("M128", "M256", "M512"):
+            cell = lambda j: f"{j['signed_bias'][g]['mean']:+.1%}" if j["signed_bias"].get(g) else "–"  # noqa: E731
+            lines.append(f"| signed bias (mean), {g} | {cell(hp)} | {cell(hf)} | within ±5% |")
+        for name, target in (("pair_order", "all"), ("pair_order_final", "")):
+            cell = lambda j: f"{j[name]['right']} / {j[name]['of']}"  # noqa: E731
+            lines.append(f"| cross-author pairs in measured order{' (final kernels)' if 'final' in name else ''} | "
+                         f"{cell(hp)} | {cell(hf)} | {target} |")
+        cell = lambda j: f"{j['dual_delta_rms']['timed']:.1%} (no change {j['dual_delta_rms']['no_change']:.1%})"  # noqa: E731
+        lines.append(f"| dual-delta RMS (n={hf['dual_delta_rms']['n']}) | {cell(hp)} | {cell(hf)} | below no change |")
+        cell = lambda j: f"{j['sign_accuracy']['all']['right']} / {j['sign_accuracy']['all']['of']}"  # noqa: E731
+        lines.append(f"| sign right on deltas beyond ±3% | {cell(hp)} | {cell(hf)} | reported |")
+        lines += ["", heldout_line(hf)]
+        if hf["missing"]:
+            lines.append(f"Not timed (no time or no source): {', '.join(hf['missing'])}.")
     fmt = lambda e: f"{e['rms']:.1%} / {e['max']:.1%} (n={e['n']})" if e.get("n") else "–"  # noqa: E731
     lines += ["", "Baselines on the same deltas:", "",
               f"- no change: all {fmt(s['no_change:deltas'])}; dual GEMM {fmt(s['no_change:deltas_dual'])}; "
@@ -301,8 +439,8 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(f"| {r['id']} | {r['split']} | {'×'.join(map(str, r['shape'][:3]))} | {r['measured_us']} | "
-                     f"{r['timed_prior_us']:.2f} | {pct(_err(r['timed_prior_us'], r['measured_us']))} | "
-                     f"{r['timed_fitted_us']:.2f} | {pct(_err(r['timed_fitted_us'], r['measured_us']))} | "
+                     f"{us(r['timed_prior_us'])} | {pct(err(r['timed_prior_us'], r['measured_us']))} | "
+                     f"{us(r['timed_fitted_us'])} | {pct(err(r['timed_fitted_us'], r['measured_us']))} | "
                      f"{r['model_us'] if r['model_us'] is not None else '–'} | {r['binds'][:60]} |")
     lines += ["", "## Consecutive-version deltas (held out)", "",
               "| family | shape | step | measured | timed (fitted) | error |", "|---|---|---|---|---|---|"]

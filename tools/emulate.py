@@ -6,7 +6,8 @@
                             [--clusters all|N] [--sm-count N] [--json PATH]
     python tools/emulate.py --timing --shape M,N,K[,L] [--config NAME] [--submission PATH] [--json PATH]
                             [--trace PATH] [--full-grid] [--costs FILE] [--cost NAME=VALUE ...]
-    python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit]
+    python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit] [--cost NAME=VALUE ...]
+                            [--report PREFIX]
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
 captures its real host-side launch (a launch a B200 would refuse ends there), runs every warp of the chosen
@@ -23,9 +24,11 @@ semantics as the emulator implements them, nothing about B200 timing.
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
 programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
-cluster), costs from emu/timing/b200.yaml (--costs FILE: an overrides file such as tools/profile.py's fit;
---cost NAME=VALUE overrides a row, after FILE). It also checks C for the clusters it
-simulates. The last line is "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement.
+cluster), costs from emu/timing/b200.yaml with its fitted rows at their fitted values (--prior-costs: at their
+priors; --costs FILE: an overrides file such as tools/profile.py's fit; --cost NAME=VALUE overrides a row, after
+FILE). It also checks C for the clusters it
+simulates. It prints "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement, and the error
+band docs/timing_calibration.md measured for it.
 --trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
 --calibration judges the timed emulator on public B200 version logs (calibration/timing.py): every point of
 calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
@@ -74,9 +77,15 @@ def main(argv=None) -> int:
                          "small shapes, 148 otherwise")
     ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
                     help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
-    ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default="tvm_ffi",
-                    help="the launcher custom_kernel uses with apache-tvm-ffi (default) or its pointer fallback "
-                         "(what runs where apache-tvm-ffi is missing)")
+    ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default=None,
+                    help="the launcher to capture: custom_kernel's TVM-FFI entry or its pointer fallback (default: the "
+                         "one custom_kernel takes here: TVM-FFI where apache-tvm-ffi imports, else the pointer path)")
+    ap.add_argument("--allow-notes", action="store_true",
+                    help="a MATCH with notes passes (exit 0): for third-party kernels; by default notes fail, as they "
+                         "must for the kernel under development")
+    ap.add_argument("--prior-costs", action="store_true",
+                    help="with --timing: the cost table's prior values for its fitted rows (the default is the fitted "
+                         "values, to which the published error band belongs)")
     ap.add_argument("--json", default=None, help="write the result here")
     ap.add_argument("--timing", action="store_true", help="time one leaderboard call in the timed emulator")
     ap.add_argument("--trace", default=None, help="with --timing: write a Chrome trace here and a PNG beside it")
@@ -90,6 +99,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sources", default=None, help="with --calibration: folder of the public kernels' sources")
     ap.add_argument("--jobs", type=int, default=1, help="with --calibration: points timed in parallel")
     ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
+    ap.add_argument("--no-prior", action="store_true",
+                    help="with --calibration: skip the prior table's pass (a hypothesis run judges the fitted times)")
+    ap.add_argument("--report", default=None, metavar="PREFIX",
+                    help="with --calibration: write PREFIX.json and PREFIX.md instead of docs/timing_calibration.* "
+                         "(a hypothesis run: --cost NAME=VALUE sets its switches, docs/timing_hypotheses.md)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
     if args.calibration:
@@ -97,12 +111,17 @@ def main(argv=None) -> int:
             ap.error("--calibration goes with --timing and --sources DIR")
         from calibration import timing as judge
 
-        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit)
+        switches = {name: float(value) for name, _, value in (item.partition("=") for item in args.cost)}
+        report = (Path(f"{args.report}.json"), Path(f"{args.report}.md")) if args.report else None
+        result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit, switches=switches, report=report,
+                           with_prior=not args.no_prior)
         s = result["summary"]
         print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
               f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
               f"{s['timed_fitted_us:deltas'].get('rms', 0):.1%} (no change {s['no_change:deltas'].get('rms', 0):.1%}); "
-              f"report {judge.REPORT_MD.relative_to(REPO)}")
+              f"report {report[1] if report else judge.REPORT_MD.relative_to(REPO)}")
+        if "heldout:timed_fitted_us" in s:
+            print(judge.heldout_line(s["heldout:timed_fitted_us"]))
         return 0
     if args.shape is None:
         ap.error("--shape M,N,K[,L] is required")
@@ -123,12 +142,15 @@ def main(argv=None) -> int:
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
                   progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path,
-                  schedules=args.schedule if args.schedule else args.schedules)
+                  schedules=args.schedule if args.schedule else args.schedules, allow_notes=args.allow_notes)
     print(res.summary())
     for line in res.note_lines():
         print("  " + line)
     if res.status != "match":
         print(res.message)
+    elif not res.passed:
+        print("notes fail the kernel under development (each names a rule of the PTX ISA it breaks and the "
+              "B200-verified kernel that breaks it too); --allow-notes accepts them")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({
@@ -149,7 +171,7 @@ def _timed(args) -> int:
     for item in args.cost:
         name, _, value = item.partition("=")
         overrides[name] = float(value)
-    costs = cost_table.load(overrides=overrides)
+    costs = cost_table.load(overrides=overrides, prior=args.prior_costs)
     t0 = time.time()
 
     def progress(cycle, instructions, seconds):
@@ -185,6 +207,10 @@ def _timed(args) -> int:
             "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
             "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
     print(timed.line())
+    if not args.prior_costs:  # the band belongs to the fitted table, not to the prior or to overridden rows
+        from calibration.timing import band_line, error_band
+
+        print("  " + band_line(error_band()) + (" (measured without these overrides)" if overrides else ""))
     return res.exit_code
 
 

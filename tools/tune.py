@@ -13,7 +13,10 @@ dropped and reported, never chosen.
 
 --dry-run needs no GPU: every candidate is compiled with preflight's machinery, then each one that passes is run in
 the timed emulator (emu/timing: one leaderboard call of the compiled kernel, C checked on the clusters it simulates)
-at every benchmark shape, `--jobs` at a time, a line per (shape, config) on stderr as each finishes. The cost table is
+at every benchmark shape, `--jobs` at a time, a line per (shape, config) on stderr as each finishes with the time
+left. A full sweep (every TUNE_SPACE candidate at the 4 benchmark shapes: about 160 timed runs of 0.3-1 min each on
+one CPU, plus the compiles) takes about 0.5-1.5 hours on a 2-CPU machine with --jobs 2; --configs NAME,... times
+only those. The cost table is
 emu/timing/b200.yaml with the constants fitted by its calibration on public B200 points (docs/timing_calibration.json
 `fitted_overrides`: the table's values), then FILE's rows with --costs. Beside the figures: the calibration's error band (the held-out
 dual-GEMM consecutive-version delta RMS, what a difference between two configs must exceed to mean anything, and the
@@ -42,6 +45,9 @@ from multiprocessing import get_context
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# One timed run of one (shape, config) on one CPU of a 2-CPU machine, in minutes (measured: 256x3072x4096 and
+# 512x4096x7168 with m256n64/m256n128 configs took 0.3-0.6 min each, compile included; larger tiles and K splits more).
+TIMED_RUN_MIN = (0.3, 1.0)
 if str(REPO) not in sys.path:  # run as a script: make `tools` importable
     sys.path.insert(0, str(REPO))
 from tools import preflight, sol  # noqa: E402
@@ -321,8 +327,8 @@ def dry_run(args) -> dict:
     print(f"tune --dry-run: compiling {len(unique)} candidate configs for sm_100a, {args.jobs} at a time, then timing "
           f"each that compiles cleanly at every benchmark shape in the timed emulator: up to {runs} timed runs of "
           f"about {TIMED_RUN_MIN[0]}-{TIMED_RUN_MIN[1]} min each on one CPU, so about "
-          f"{runs * TIMED_RUN_MIN[0] / max(1, args.jobs) / 60:.1f}-{runs * TIMED_RUN_MIN[1] / max(1, args.jobs) / 60:.1f}"
-          f" h with --jobs {args.jobs} (a line per config and per (shape, config) as it finishes, with the time left; "
+          f"{runs * TIMED_RUN_MIN[0] / max(1, args.jobs):.0f}-{runs * TIMED_RUN_MIN[1] / max(1, args.jobs):.0f} min "
+          f"with --jobs {args.jobs} (a line per config and per (shape, config) as it finishes, with the time left; "
           "the ranking comes at the end)", file=sys.stderr, flush=True)
     capacity = getattr(sub, "SMEM_CAPACITY", preflight.SMEM_CAPACITY)
     compiled = {}
@@ -392,7 +398,9 @@ def main(argv=None) -> int:
     ap.add_argument("--submission", default=str(REPO / "submission.py"))
     ap.add_argument("--task", default=str(REPO / "task.yml"))
     ap.add_argument("--dry-run", action="store_true",
-                    help="no GPU: compile all candidates, rank them by the timed emulator (timed, not measured)")
+                    help="no GPU: compile all candidates, rank them by the timed emulator (timed, not measured); a "
+                         "full sweep (about 160 timed runs) takes about 0.5-1.5 h on a 2-CPU machine with --jobs 2, "
+                         "a line per run with the time left; --configs narrows it")
     ap.add_argument("--write", action="store_true", help="rewrite submission.py's CONFIG_TABLE block with the choices")
     ap.add_argument("--json", default=None, help="default build/tune.json (build/tune_dryrun.json with --dry-run)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel compiles and timed runs in --dry-run")

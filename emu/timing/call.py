@@ -16,6 +16,10 @@ time. Which bytes come from HBM: all the grid's reads of a global allocation ask
 its size comes from HBM, so each read's HBM part is 1 / reuse of it. The reuse of each allocation comes from a first,
 functional pass over the same clusters (their requested bytes per allocation, scaled by the grid's CTAs over the
 simulated CTAs). `--full-grid` simulates every cluster instead (its error against the representative: docs/design.md "One leaderboard call").
+
+What the machine issues: the launch's cubin is disassembled (emu.timing.sass) and, for the copy kinds its SASS issues
+once per warp, identical lanes are charged once, in both passes; TimedCall.corrections says what applied, or why the
+PTX's per-lane charge stands (no cubin, no disassembler, issue_from_sass=False).
 """
 from __future__ import annotations
 
@@ -27,8 +31,9 @@ from ..device import B200_LIMITS
 from ..machine import Deadlock, Machine, role_of
 from ..state import EmulatorError, Hazard
 from .costs import load
-from .engine import TimedMachine, utilisation
+from .engine import ProbeMachine, TimedMachine, utilisation
 from .resources import SM, Bandwidth
+from .sass import issue_rules
 from .trace import Trace
 
 
@@ -53,6 +58,8 @@ class TimedCall:
     reuse: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
     costs: str = ""
+    corrections: list = field(default_factory=list)  # what the SASS changed in the charge, or why nothing did
+    sass: dict = field(default_factory=dict)  # emu.timing.sass's report: counts, issue modes, hot loops' R2UR/S2UR
     machine: object = None
 
     def line(self) -> str:
@@ -83,13 +90,19 @@ def plan(machine: Machine, costs, full_grid: bool = False) -> tuple[list, int, i
 
 
 def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, trace: bool = False,
-              progress=None) -> TimedCall:
+              progress=None, issue_from_sass: bool = True) -> TimedCall:
     """Time one call of the captured launch on gmem (inputs placed, C poisoned); gmem ends holding the timed pass's
-    C for the clusters simulated."""
+    C for the clusters simulated. issue_from_sass=False keeps the PTX's per-lane charge of every copy (and says so)."""
     costs = costs or load()
     out = TimedCall("completed", costs=costs.describe())
     kernel = ptx_mod.parse_module(cap.ptx)
-    probe = Machine(kernel, cap, copy.deepcopy(gmem), seed=seed)
+    if issue_from_sass:
+        rules = issue_rules(cap, kernel)
+        merge, out.corrections, out.sass = rules.merge, rules.corrections, rules.report
+    else:
+        merge = frozenset()
+        out.corrections = ["PTX charge (per lane) for every copy: SASS not read (issue_from_sass=False)"]
+    probe = ProbeMachine(kernel, cap, copy.deepcopy(gmem), seed=seed, merge_kinds=merge)
     ids, waves, active = plan(probe, costs, full_grid)
     out.clusters_total, out.clusters_simulated, out.waves, out.active_sms = len(list(probe.clusters())), len(ids), waves, active
     try:
@@ -121,7 +134,7 @@ def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, tra
                 placement[cid] = (wave_start, sms[i:i + n])
                 i += n
             machine = TimedMachine(kernel, cap, gmem, costs, placement, shares, out.reuse, release, seed=seed,
-                                   trace=tr, progress=progress)
+                                   trace=tr, progress=progress, merge_kinds=merge)
             machine.store_log = store_log  # every wave's stores, for the check of C
             machine.run()
             ends = [m["end"] for m in machine.marks.values()]

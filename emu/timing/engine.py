@@ -28,6 +28,10 @@ What is simulated (the costs are emu/timing/b200.yaml's rows, named here in back
     tcgen05 instructions of a thread execute in order).
   Functional effects (data written, barriers signalled) happen at that completion time, in time order.
 - griddepcontrol.wait, in a kernel launched with programmatic dependent launch, returns at `wait_release`.
+- What the machine issues, where the SASS and the PTX disagree (emu.timing.sass, IssueMerge below): for the copy kinds
+  whose SASS issues once per warp (a TMA store on uniform registers), the lanes of one warp-execution with identical
+  operands are charged once; the other lanes' operations still run (the functional result is the PTX's) and complete
+  with the charged one, using no resource.
 Time only moves forward: the engine pops the earliest event (a warp ready to issue, or an operation completing) and a
 warp runs while its next issue time is not later than the next event.
 """
@@ -36,10 +40,13 @@ from __future__ import annotations
 import heapq
 import time as wallclock
 
+import numpy as np
+
 from ..isa import BLOCK
 from ..machine import EXIT_CHECKS, SLEPT, Deadlock, Machine
 from ..ptx import Addr, Pair, Reg, TensorCoords, Vec
 from ..state import EmulatorError, Hazard
+from .sass import ptx_kind
 
 WARP_EVENT, OP_EVENT, TIMEOUT_EVENT = 0, 1, 2
 MUFU_BASES = {"ex2", "rcp", "tanh", "lg2", "sin", "cos", "rsqrt", "sqrt"}
@@ -103,14 +110,108 @@ def classify(ins) -> tuple:
     return cls, tuple(srcs), tuple(dsts)
 
 
-class TimedMachine(Machine):
+def _lane_values(w, op) -> list:
+    """The per-lane values (numpy vectors of 32) an operand reads: registers, address bases, tensor-map and
+    coordinate registers. Immediates and symbols are the same in every lane and add nothing."""
+    if isinstance(op, Reg):
+        return [w.read(op, "b64")]
+    if isinstance(op, Addr):
+        return [w.read(op.base, "b64")] if isinstance(op.base, Reg) else []
+    if isinstance(op, TensorCoords):
+        return _lane_values(w, op.tensor_map) + [v for c in op.coords for v in _lane_values(w, c)]
+    if isinstance(op, Vec):
+        return [v for x in op.items for v in _lane_values(w, x)]
+    return []
+
+
+class _IssueGroup:
+    """The lanes of one warp-execution of a copy whose kind the SASS issues once per distinct operands: their
+    operand keys in lane order (the order the ops_async handlers issue one operation per active lane in)."""
+
+    def __init__(self, w, ins, lanes):
+        mask = lanes
+        if ins.guard is not None:
+            g = w.read(ins.guard[0], "pred")
+            mask = lanes & (~g if ins.guard[1] else g)
+        values = [v for op in ins.operands for v in _lane_values(w, op)]
+        self.keys = [tuple(int(v[lane]) for v in values) for lane in np.flatnonzero(mask)]
+        self.next = 0
+        self.charged = {}  # operand key -> the charged operation's completion (True for a prefetch)
+
+    def take(self):
+        """The operand key of the lane whose operation is being issued now (None past the active lanes)."""
+        if self.next >= len(self.keys):
+            return None
+        self.next += 1
+        return self.keys[self.next - 1]
+
+
+class IssueMerge:
+    """The SASS rule (emu.timing.sass) on a Machine: `merge_kinds` names the copy kinds (emu.timing.sass.ptx_kind)
+    whose identical lanes issue once. While a warp executes a PTX instruction of such a kind, each operation its
+    handler issues is matched with its lane's operand key; `twin()` says whether an identical one was charged."""
+
+    merge_kinds = frozenset()
+    issuing = None
+
+    def setup_merge(self, merge_kinds) -> None:
+        self.merge_kinds = frozenset(merge_kinds or ())
+        self.issuing = None
+        for ins in self.kernel.instrs:
+            ins.issue_kind = ptx_kind(ins)
+
+    def execute_one(self, w):
+        if self.merge_kinds:
+            pc, lanes = w.select_lanes()
+            if pc < len(self.kernel.instrs) and self.kernel.instrs[pc].issue_kind in self.merge_kinds:
+                self.issuing = _IssueGroup(w, self.kernel.instrs[pc], lanes)
+        try:
+            return super().execute_one(w)
+        finally:
+            self.issuing = None
+
+    def twin(self):
+        """(this operation's operand key or None, what the identical charged one recorded or None)."""
+        g = self.issuing
+        key = g.take() if g is not None else None
+        if key is None:
+            return None, None
+        found = g.charged.get(key)
+        if found is not None:
+            self.stats["merged_async_ops"] = self.stats.get("merged_async_ops", 0) + 1
+        return key, found
+
+
+class ProbeMachine(IssueMerge, Machine):
+    """The functional pass of a timed call (emu.timing.call): a Machine whose read traffic per allocation (what
+    the reuse of each allocation is computed from) counts an operation the SASS rule merges once."""
+
+    def __init__(self, kernel, launch, gmem, seed: int = 0, merge_kinds=()):
+        super().__init__(kernel, launch, gmem, seed=seed)
+        self.setup_merge(merge_kinds)
+
+    def submit(self, cluster, op) -> None:
+        key, found = self.twin()
+        if found is not None:
+            cluster.inflight.append(op)
+            self.stats["async_ops"] += 1
+            return
+        if key is not None:
+            self.issuing.charged[key] = True
+        super().submit(cluster, op)
+
+
+class TimedMachine(IssueMerge, Machine):
     """emu.machine.Machine with a clock. `placement` maps each simulated cluster id to (start cycle, [SM per CTA]);
     `shares` holds the chip-wide Bandwidths (HBM, L2) already scaled to the simulated SMs' share; `reuse` maps a
-    global allocation base to how many times the grid reads each of its bytes (emu.timing.call)."""
+    global allocation base to how many times the grid reads each of its bytes (emu.timing.call); `merge_kinds` the
+    copy kinds the SASS issues once per distinct operands (emu.timing.sass.issue_rules; empty: the PTX's per-lane
+    charge)."""
 
     def __init__(self, kernel, launch, gmem, costs, placement: dict, shares: dict, reuse: dict, wait_release: float,
-                 seed: int = 0, trace=None, progress=None):
+                 seed: int = 0, trace=None, progress=None, merge_kinds=()):
         super().__init__(kernel, launch, gmem, seed=seed)
+        self.setup_merge(merge_kinds)
         self.costs = costs
         self.placement = placement
         self.hbm, self.l2 = shares["hbm"], shares["l2"]
@@ -363,6 +464,11 @@ class TimedMachine(Machine):
     def prefetch(self, source: int, nbytes: int) -> None:
         """An L2 prefetch: its first-read share of HBM is spent now; once it has arrived, the prefetched fraction of
         the allocation is served from L2 (loads of it issued later pay no first-read HBM share or latency)."""
+        key, found = self.twin()
+        if found is not None:  # an identical lane's prefetch, issued once (emu.timing.sass)
+            return
+        if key is not None:
+            self.issuing.charged[key] = True
         if source is None:  # past every allocation: nothing to keep
             return
         first = 1.0 / max(self.reuse.get(source, 1.0), 1.0)
@@ -378,7 +484,13 @@ class TimedMachine(Machine):
     def submit(self, cluster, op) -> None:
         cluster.inflight.append(op)
         self.stats["async_ops"] += 1
+        key, found = self.twin()
+        if found is not None:  # an identical lane's copy, issued once (emu.timing.sass): done with it, using nothing
+            self._push(found, OP_EVENT, (cluster, op))
+            return
         done = self._completion(op)
+        if key is not None:
+            self.issuing.charged[key] = done
         if op.queue is not None:
             done = max(done, self.queue_done.get(op.queue, 0.0))
             self.queue_done[op.queue] = done

@@ -55,3 +55,26 @@ def test_modeled_column_is_the_frozen_prediction_of_the_retired_model():
     s = REPORT["summary"]
     assert s["model:deltas_dual"]["n"] == s["no_change:model_deltas_dual"]["n"] == 28
     assert s["model:deltas_dual"]["rms"] > s["no_change:model_deltas_dual"]["rms"]  # why it was retired
+
+
+def test_heldout_judgement_computes_the_declared_metrics_and_targets():
+    """judge_heldout on a synthetic set: per-M errors and bias, the listed pairs' order, the dual-delta RMS against no
+    change, targets met or not."""
+    rows = [{"id": i, "author": a, "family": "dual", "version": v, "order": o, "shape": [m, 4096, 7168, 1],
+             "split": "holdout", "measured_us": meas, "timed_fitted_us": timed}
+            for i, a, v, o, m, meas, timed in [("g1", "gau-nernst", "v1", 0, 256, 10.0, 10.5),
+                                                ("g2", "gau-nernst", "v2", 1, 256, 9.0, 9.2),
+                                                ("g3", "gau-nernst", "v1", 2, 512, 16.0, 20.0),
+                                                ("x1", "other", "final", 3, 256, 12.0, 9.0)]]
+    declared = {"points": ["g1", "g2", "g3", "x1", "absent"], "pairs": [["x1", "g1"], ["x1", "g2"]],
+                "pairs_final": [["x1", "g2"]],
+                "targets": {"abs_error_median_max": 0.06, "abs_error_max_max": 0.15, "signed_bias_abs_max_each_M": 0.05}}
+    out = judge.judge_heldout(rows, declared)
+    assert out["n"] == 4 and out["missing"] == ["absent"]
+    assert out["abs_error"]["M512"] == {"n": 1, "median": 0.25, "max": 0.25}
+    assert out["signed_bias"]["M256"]["mean"] == round((0.05 + 0.2 / 9 - 0.25) / 3, 4)
+    assert out["pair_order"] == {"right": 0, "of": 2}  # x1 measured slower than g1, g2 but timed faster
+    assert out["dual_delta_rms"]["n"] == 1  # g1 -> g2 only: x1 is another author's series, g3 another shape
+    assert out["dual_delta_rms"]["no_change"] == 0.1 and out["dual_delta_rms"]["timed"] == round(abs(9.2 / 10.5 - 0.9), 4)
+    assert out["targets_met"]["abs_error_max"] is False and out["targets_met"]["pair_order"] is False
+    assert out["targets_met"]["dual_delta_rms"] is True

@@ -131,6 +131,15 @@ def test_cli_exit_codes(tmp_path):
     dl = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,256,512", "--config", "m128n64_c1x1_e32",
                          "--submission", str(dead)], cwd=REPO, capture_output=True, text=True)
     assert dl.returncode == 2 and "DEADLOCK" in dl.stdout
+    # A note (a model violation a B200-verified kernel also commits) fails the kernel under development: exit 2;
+    # --allow-notes (third-party kernels) accepts it. The example: the init-to-use synchronisation deleted.
+    noted = next(m for m in MUTANTS if m.name == "init_not_ordered_1cta").write(tmp_path)
+    cmd = [sys.executable, "tools/emulate.py", "--shape", "128,256,512", "--config", "m128n64_c1x1_e32", "--schedules",
+           "1", "--submission", str(noted)]
+    strict = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert strict.returncode == 2 and "note [mbarrier-used-before-init]" in strict.stdout, strict.stdout[-2000:]
+    assert "notes are not allowed" in strict.stdout
+    assert subprocess.run(cmd + ["--allow-notes"], cwd=REPO, capture_output=True, text=True).returncode == 0
 
 
 def test_cluster_subset_checks_only_its_tiles():
