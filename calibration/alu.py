@@ -7,7 +7,7 @@ The same parameter bytes, the same inputs and the same launch shapes go to both 
     python -m calibration.alu --emulate FIXTURE.npz [--seed S ...]   # here: emulator vs the GPU's fixture
 
 The fixture (tests/data/emu_alu_probe_h200.npz) holds the inputs, every kernel's raw output words from the GPU
-and the card's name; tests/test_emu_alu.py runs the emulator on it with several scheduler seeds.
+and the card's name; tests/calibration/test_alu.py runs the emulator on it with several scheduler seeds.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ ctypes). No CuPy, no nvcc. It runs the PROBE_PTX kernel once over the sweep (emu
 tanh's argument 0.5x in [-4.5, -4) where 0.5x(1 + tanh(0.5x)) cancels, plus 1024 runs of 128 consecutive f32 spread
 over |x| < 32) and writes the output words of six columns per x (emu.mufu.DENSE_COLUMNS) to OUT.npz, about 1 MB.
 Copy it to tests/data/mufu_<card>.npz: from then on the emulator returns the measured word for every swept input and
-draws tanh errors within the measured bound under non-default schedules (emu/mufu.py), and tests/test_emu_mufu.py
-checks the model against it. The card is Hopper: B200's MUFU may differ (nothing here measures a B200).
+draws tanh errors within the measured bound under non-default schedules (emu/mufu.py), and tests/emu/test_mufu.py and
+tests/calibration/test_mufu.py check the model against it. The card is Hopper: B200's MUFU may differ (nothing here measures a B200).
 
 --silu evaluates C = silu(acc1) * acc2 computed the way the kernels do (fp32 steps, MUFU values, fp16 result) against
 reference.ref_kernel, under the leaderboard's rule |out - ref| <= 1e-3 + 1e-3 |ref|, on both input generators and on

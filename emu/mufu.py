@@ -14,7 +14,7 @@ The model, in two states:
   measured output word, bit for bit; any other input gets the exact-rounded value, and under a non-default
   schedule (a Machine seed other than 0) tanh.approx gets an error drawn uniformly within the largest error the
   hardware showed in that input's binade (per binade of |x|, absolute). ex2/rcp errors (<= 2 ulp measured on
-  an H200, tests/test_emu_alu.py) are not drawn.
+  an H200, tests/calibration/test_alu.py) are not drawn.
 The measurement is a Hopper card's (H100/H200): B200's MUFU is unmeasured and may differ.
 
 Fixture format (one .npz): the swept inputs as parameters (`band_start`, `band_count`: every f32 bit pattern

@@ -272,7 +272,7 @@ class Fma:
 #   32-63; d[i] = a[i] op b[i] (op c[i]) for i = 0, 1, each exactly the .f32 operation. ptxas (CUDA 13.5, sm_100a)
 #   compiles each to one FADD2 / FMUL2 / FFMA2 (sub: FADD2 with a negated operand).
 # - NaN results: the canonical f32 NaN 0x7FFFFFFF whatever the inputs (seen on an H200 for add/mul.f32,
-#   tests/test_emu_alu.py; the ISA says "an unspecified NaN").
+#   tests/calibration/test_alu.py; the ISA says "an unspecified NaN").
 # CuTe DSL 4.8.1 emits add/sub/mul.f32x2 (no modifiers) for TensorSSA arithmetic and {add,sub,mul,fma}.rn.f32x2
 # (.rz/.rm/.rp/.ftz on request) from cute.arch.{add,sub,mul,fma}_packed_f32x2.
 _RND = ("rn", "rz", "rm", "rp")
@@ -589,7 +589,7 @@ _CANONICAL_NAN = {np.dtype(np.float32): np.uint32(0x7FFFFFFF).view(np.float32),
 
 def _canon_nan(x: np.ndarray) -> np.ndarray:
     """NaN results of f32/f16 arithmetic are the GPU's canonical NaN (f32 0x7FFFFFFF, f16 0x7FFF), whatever the
-    inputs' payloads: add/mul/ex2/rcp.f32 and cvt.rn.f16x2.f32 seen on an H200 (tests/test_emu_alu.py)."""
+    inputs' payloads: add/mul/ex2/rcp.f32 and cvt.rn.f16x2.f32 seen on an H200 (tests/calibration/test_alu.py)."""
     x = np.asarray(x)
     nan = _CANONICAL_NAN.get(x.dtype)
     if nan is None or not np.isnan(x).any():

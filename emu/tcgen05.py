@@ -295,7 +295,7 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
     # 128B), else "base offset = (pattern start addr >> 0x7) & 0x7": it is the *pattern's* start that counts, not the
     # matrix's. A pattern anchored at 1024-byte boundaries is exactly what the absolute-address XOR below reads, and
     # what a TMA SWIZZLE_128B load writes (the XOR of address bits [4,7) with [7,10) of the shared address: the
-    # emulator's TMA, byte-identical to an H200's for 128-byte-aligned destinations, tests/test_emu_tma.py).
+    # emulator's TMA, byte-identical to an H200's for 128-byte-aligned destinations, tests/calibration/test_tma_gpu.py).
     # Hardware evidence: arseni_ivanov's B200-verified kernel places its 128-byte-aligned A/B buffers so that MMA
     # operands start in rows 1-2 of an atom with base_offset 0, and is correct. (An earlier version of this module
     # read Table 41 as a rule about the matrix start and flagged that as a hazard.)

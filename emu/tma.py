@@ -4,7 +4,7 @@ Bit layout of the 128-byte tensor map. The CUDA driver API documents CUtensorMap
 (cuTensorMapEncodeTiled, "Tensor Map Object Management"); the layout below was established from the real
 driver's encoder (cuTensorMapEncodeTiled, driver 580.159, NVIDIA H200), one parameter varied at a time and 150
 random parameter sets (calibration/tma_gpu.py; fixture tests/data/tma_encode.json.gz, checked by
-tests/test_emu_tma.py). Little-endian throughout.
+tests/calibration/test_tma_gpu.py). Little-endian throughout.
 
   bytes  0..7    global address (the driver requires 16-byte alignment; 32 for interleave 32B)
   u32 at 8       control word:
@@ -78,7 +78,7 @@ OOB_NAN_HALFWORD = 0x7FF7
 # (1024 bytes for 128B) is a recommendation only ("For simplicity shared memory should be aligned according to the
 # number of bytes after which the swizzle pattern repeats"), with an offset formula for buffers that are not, so 1024 is
 # not required: arseni_ivanov's B200-verified kernel loads SW128 tiles into 128-aligned buffers, and the H200 lands
-# them where swizzle_offsets says (tests/test_emu_tma.py). Hardware fault when broken: NVIDIA/cutlass PR #1870 (a TMA
+# them where swizzle_offsets says (tests/calibration/test_tma_gpu.py). Hardware fault when broken: NVIDIA/cutlass PR #1870 (a TMA
 # load into a mainloop buffer placed after an epilogue buffer "not 128B aligned": "smem misaligned address").
 SMEM_ALIGN = 128
 SMEM_ALIGN_SOURCE = "CUDA C++ Programming Guide 4.11.2.2, Table 23: \"Shared memory address: Must be 128 byte aligned\""
@@ -310,7 +310,7 @@ def encode_tensor_map(address: int, dtype_code: int, dims: list[int], strides: l
                       elem_strides: list[int] | None = None, swizzle: int = 0, interleave: int = 0,
                       oob_nan: bool = False, l2_promotion: int = 0, tf32: bool = False, flags: int = 0) -> bytes:
     """The first 64 bytes of a tensor map in the layout above (bytes 64..127 zero): the inverse of
-    decode_tensor_map, for tests and synthetic loads. Matches the driver's bytes 0..63 (tests/test_emu_tma.py)."""
+    decode_tensor_map, for tests and synthetic loads. Matches the driver's bytes 0..63 (tests/calibration/test_tma_gpu.py)."""
     rank = len(dims)
     elem_strides = elem_strides or [1] * rank
     raw = bytearray(128)

@@ -114,7 +114,7 @@ class DeviceStub(S.DualGemmKernel):
 
 def exit_unless_cuda_gpu(script: str, needs: str, min_major: int = 0) -> None:
     """For the probes run as scripts: where no fitting CUDA GPU is visible, one line on stderr and exit code 2
-    (pytest runs them only where one is, see tests/test_submission.py)."""
+    (pytest runs them only where one is, see tests/package/test_submission.py)."""
     import torch
 
     if not torch.cuda.is_available():

@@ -9,7 +9,7 @@ it is not in the copy's source layout, which carries only the warp's 32-lane bas
 column, from the same copy's source partition of an identity tensor. If the epilogue's C views agree with
 what the accumulator registers hold, every element of C equals its own row (or column) in its tile.
 The shape gives 320 tiles of 128x64 over 148 CTAs, so the persistent loop visits several tiles per CTA.
-1-CTA configs only. Exit 0 and print "epilogue ok". Run by tests/test_submission.py in a subprocess.
+1-CTA configs only. Exit 0 and print "epilogue ok". Run by tests/package/test_submission.py in a subprocess.
 """
 import os
 import sys

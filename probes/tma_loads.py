@@ -10,7 +10,7 @@ row for A/B1/B2), so the check does not depend on the smem swizzle.
 Which loads run depends on the GPU: the FP4 operands' tensor maps use sub-byte TMA element types that
 only SM100 has (on an H200 their first UTMALDG is an illegal instruction: measured), so below SM100 only
 the three scale loads (SFA, SFB1, SFB2: byte types) are checked. 1-CTA configs only (a 2-CTA TMA op
-cannot be built for a non-SM100 arch). Exit 0 and print "tma ok". Run by tests/test_submission.py.
+cannot be built for a non-SM100 arch). Exit 0 and print "tma ok". Run by tests/package/test_submission.py.
 """
 import os
 import sys

@@ -4,7 +4,7 @@ A small device kernel (no tcgen05 code, so any arch runs it) receives the tensor
 fake operands as custom_kernel and reports: the FP4 operand's shape and strides as the kernel sees them
 (K must count elements: TVM-FFI maps float4_e2m1fn_x2 bytes to FP4 pairs), and every scale byte read
 through submission.scale_view, which must equal the plain [rows, K/16, L] scales the reference uses.
-Exit 0 and print "views ok" when both hold. Run by tests/test_submission.py in a subprocess.
+Exit 0 and print "views ok" when both hold. Run by tests/package/test_submission.py in a subprocess.
 """
 import os
 import sys
