@@ -19,8 +19,10 @@ import yaml
 from ..device import SM_COUNT
 
 TABLE = Path(__file__).with_name("b200.yaml")
+# "switch": a mode number of a model switch (docs/timing_hypotheses.md; the row's note names each mode);
+# "fraction": a dimensionless share in [0, 1]; "cycles/row": cycles per row of a TMA box.
 UNITS = {"cycles", "bytes/cycle", "bytes/cycle/SM", "GHz", "TB/s", "us", "count", "MAC/cycle/SM", "cycles/MMA",
-         "bytes"}
+         "bytes", "switch", "fraction", "cycles/row"}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,13 @@ What is simulated (the costs are emu/timing/b200.yaml's rows, named here in back
     tcgen05 instructions of a thread execute in order).
   Functional effects (data written, barriers signalled) happen at that completion time, in time order.
 - griddepcontrol.wait, in a kernel launched with programmatic dependent launch, returns at `wait_release`.
+- Switches (docs/timing_hypotheses.md H1-H15; b200.yaml's last section, each off at the behaviour above): a separate
+  shared-memory write path (`smem_write_bytes_per_clk`, H1), a fixed 2-SM MMA cost (`mma_2sm_fixed_cycles`, H2),
+  what loads charge to the L2 share (`l2_share_mode`, H3), TMA box rows on the L2 -> SM path (`tma_row_cycles`, H4a),
+  the far die's L2 latency (`die_to_die_cycles`, H5), the tensor-map descriptor fetch (`tensormap_fetch_cycles`,
+  H9), first-load HBM latency by size (`first_load_latency_table`, H10), the start cost after griddepcontrol.wait
+  under PDL (`pdl_overlap_split`, H12), the store queue (`store_queue_cycles`, H14), tcgen05.ld one step early
+  (`tmem_ld_lookahead`, H15).
 - What the machine issues, where the SASS and the PTX disagree (emu.timing.sass, IssueMerge below): for the copy kinds
   whose SASS issues once per warp (a TMA store on uniform registers), the lanes of one warp-execution with identical
   operands are charged once; the other lanes' operations still run (the functional result is the PTX's) and complete
@@ -45,6 +52,7 @@ import numpy as np
 from ..isa import BLOCK
 from ..machine import EXIT_CHECKS, SLEPT, Deadlock, Machine
 from ..ptx import Addr, Pair, Reg, TensorCoords, Vec
+from ..simt import lane_addresses
 from ..state import EmulatorError, Hazard
 from .sass import ptx_kind
 
@@ -56,7 +64,11 @@ NO_DEST_BASES = {"st", "bar", "barrier", "bra", "fence", "prefetch", "griddepcon
 NO_DEST_FORMS = {("mbarrier", "init"), ("mbarrier", "expect_tx")}
 # Dataflow instruction classes: no stall at issue for their sources (see the module docstring).
 DATAFLOW = {"alu", "alu64", "fp32x2", "mufu", "cvt16", "ld_param", "ld_smem", "ld_dsmem", "shfl", "elect", "tmem_ld"}
-STORE_QUEUE_CYCLES = 64  # a store may issue while the store path is at most this far behind (a queue of a few stores)
+# Instructions a tcgen05.ld is not moved above by the lookahead switch (tmem_ld_lookahead, H15): synchronisation and
+# the other tcgen05 operations (the lookahead's step boundary, tcgen05.wait::ld, is handled apart).
+LOOKAHEAD_FENCES = {"mbarrier", "bar", "barrier", "fence", "membar", "griddepcontrol", "tcgen05"}
+SWITCHES = {"l2_share_mode": (0, 1, 2), "first_load_latency_table": (0, 1), "pdl_overlap_split": (0, 1),
+            "tmem_ld_lookahead": (0, 1)}
 
 
 def _regs(op) -> list:
@@ -229,12 +241,27 @@ class TimedMachine(IssueMerge, Machine):
         self.queue_done = {}  # in-order async queue -> completion of its last operation
         self.prefetched = {}  # global allocation base -> [(arrival, fraction of the allocation)] of L2 prefetches
         c = costs
+        for name, modes in SWITCHES.items():
+            if getattr(c, name) not in modes:
+                raise ValueError(f"cost-table switch {name} = {getattr(c, name):g}: not one of {modes}")
+        # H5: an L2 access pays the far die's extra latency half the time (SMs and lines split over two dies); the
+        # average is charged wherever an L2 hit latency is (0: l2_hit_latency exactly, as before the switch).
+        self.l2_latency = c.l2_hit_latency + 0.5 * c.die_to_die_cycles
+        # H10: the first-read HBM latency of a load by its bytes (None: hbm_latency for every load)
+        self.hbm_table = ([(1024, c.hbm_latency_1kb), (2048, c.hbm_latency_2kb), (4096, c.hbm_latency_4kb),
+                           (8192, c.hbm_latency_8kb), (16384, c.hbm_latency_16kb), (32768, c.hbm_latency_32kb),
+                           (65536, c.hbm_latency_64kb)] if c.first_load_latency_table else None)
+        self.pdl_split = bool(c.pdl_overlap_split) and self.pdl  # H12: only under programmatic dependent launch
+        self.lookahead = bool(c.tmem_ld_lookahead)  # H15
+        self.tmap_ready = {}  # H9: (CTA id, tensor-map address) -> when the descriptor is on chip
+        self.tmap_used = None  # (address, TensorMap) of the tensor map the instruction executing now read last
+        self.cur_warp = None  # the warp whose instruction is executing (its CTA issues the copies it submits)
         self.latency = {"alu": c.alu_latency, "alu64": c.alu_latency * 2, "mufu": c.mufu_latency,
                         "cvt16": c.alu_latency, "ld_param": c.param_load_latency, "ld_smem": c.smem_load_latency,
-                        "ld_dsmem": c.dsmem_load_latency, "ld_global": c.l2_hit_latency, "st_global": 0,
+                        "ld_dsmem": c.dsmem_load_latency, "ld_global": self.l2_latency, "st_global": 0,
                         "st_smem": 0, "shfl": c.shfl_latency, "elect": c.elect_latency, "barrier": 0,
                         "tmem_ld": c.tmem_ld_latency, "tmem_wait": 0, "tcgen05": 0, "griddep_wait": 0,
-                        "atomic": c.l2_hit_latency, "fp32x2": c.alu_latency}
+                        "atomic": self.l2_latency, "fp32x2": c.alu_latency}
         self.issue_cycles = {"alu64": c.alu64_issue, "fp32x2": c.fp32x2_issue}
         # The published single-MMA latency runs from issue to the waiting thread seeing the commit's arrival; the parts
         # this engine adds itself are taken off it.
@@ -249,6 +276,13 @@ class TimedMachine(IssueMerge, Machine):
 
     def sm_index(self, cta) -> int:
         return cta.sm.index
+
+    def tensor_map(self, addr: int):
+        """Machine.tensor_map, remembering which map the executing copy uses (its descriptor fetch, H9; its box rows,
+        H4a): every tensor copy and tensor L2 prefetch reads its map just before it is submitted."""
+        tm = super().tensor_map(addr)
+        self.tmap_used = (addr, tm)
+        return tm
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, obj) -> None:
@@ -312,10 +346,15 @@ class TimedMachine(IssueMerge, Machine):
                 self.marks[cta.ctaid] = {"start": start, "commits": []}
                 for w in cta.warps:
                     w.smsp = w.warp_id % len(sm.issue)
-                    w.t_next = start + self.costs.cta_start_cycles
+                    # H12 (pdl_split): the start cost is charged after the warp's first griddepcontrol.wait instead
+                    w.t_next = start if self.pdl_split else start + self.costs.cta_start_cycles
+                    w.start_cost_due = self.pdl_split
                     w.reg_ready = {}
                     w.tmem_ready = 0.0
                     w.parked = None
+                    if self.lookahead:
+                        w.ld_anchor = start  # H15: the earliest a tcgen05.ld may start (the last step boundary)
+                        w.touched = {}  # register -> the last time an instruction read or wrote it
                     self._push(w.t_next, WARP_EVENT, w)
         t0, last_report = wallclock.time(), wallclock.time()
         while True:
@@ -389,6 +428,10 @@ class TimedMachine(IssueMerge, Machine):
                 return
             self.now = t
             nlanes = int(lanes.sum())
+            if self.costs.tensormap_fetch_cycles and ins.base == "prefetch" and "tensormap" in ins.parts:
+                self._tensormap_prefetch(w, ins, lanes)
+            self.cur_warp = w
+            self.tmap_used = None
             ctl = self.execute_one(w)
             self._account(w, ins, t, nlanes)
             if ctl is BLOCK or ctl is SLEPT:
@@ -412,7 +455,7 @@ class TimedMachine(IssueMerge, Machine):
         if cls == "tmem_wait":
             t = max(t, w.tmem_ready)
         elif cls in ("st_global", "atomic"):
-            t = max(t, sm.store.free - STORE_QUEUE_CYCLES)
+            t = max(t, sm.store.free - self.costs.store_queue_cycles)
         elif cls == "griddep_wait" and self.pdl:
             t = max(t, self.wait_release)
         return t
@@ -433,7 +476,13 @@ class TimedMachine(IssueMerge, Machine):
         issue = self.issue_cycles.get(cls, 1)
         sm.issue[w.smsp].occupy(t, issue)
         w.t_next = t + issue
+        if cls == "griddep_wait" and w.start_cost_due:  # H12: the start cost after the wait returns
+            w.t_next += c.cta_start_cycles
+            w.start_cost_due = False
         start = max(t, self._sources_ready(w, srcs)) if cls in DATAFLOW else t
+        if cls == "tmem_ld" and self.lookahead:  # H15: as early as the last step boundary, if its registers allow
+            addr, dest = _tmem_ld_regs(ins)
+            start = max(w.ld_anchor, self._sources_ready(w, addr), *(w.touched.get(d, 0.0) for d in dest))
         if cls in ("mufu", "cvt16"):
             pipe, cycles = (sm.mufu[w.smsp], c.mufu_issue) if cls == "mufu" else (sm.convert[w.smsp], c.cvt_f16_issue)
             pipe.forget_before(self.now)
@@ -446,14 +495,29 @@ class TimedMachine(IssueMerge, Machine):
         elif cls in ("st_global", "st_smem", "ld_smem", "atomic"):
             nbytes = nlanes * _access_bytes(ins)
             if cls in ("st_global", "atomic"):  # an atomic's read-modify-write happens at L2
-                done = max(sm.store.transfer(t, nbytes), self.l2.transfer(t, nbytes)) + c.l2_hit_latency
+                done = max(sm.store.transfer(t, nbytes), self.l2.transfer(t, nbytes)) + self.l2_latency
                 sm.stores_done = max(sm.stores_done, done)
             else:
                 sm.smem.transfer(t, nbytes)
         for d in dsts:
             w.reg_ready[d] = ready
+        if self.lookahead:
+            self._track_lookahead(w, ins, cls, *(_tmem_ld_regs(ins) if cls == "tmem_ld" else (srcs, dsts)),
+                                  t + issue, start, ready)
         if self.trace is not None:
             self.trace.busy(w, t, t + issue)
+
+    @staticmethod
+    def _track_lookahead(w, ins, cls, srcs, dsts, issued, start, ready) -> None:
+        """H15's bookkeeping: the step boundary (a tcgen05.wait::ld or a synchronising instruction) and when each
+        register was last read (at its reader's start) or written (when its value is ready)."""
+        if cls == "tmem_wait" or (ins.base in LOOKAHEAD_FENCES and cls != "tmem_ld"):
+            w.ld_anchor = max(w.ld_anchor, issued)
+        touched = w.touched
+        for r in srcs:
+            touched[r] = max(touched.get(r, 0.0), start)
+        for d in dsts:
+            touched[d] = max(touched.get(d, 0.0), ready)
 
     def _cta_exit_check(self, cta) -> None:
         if all(x.done for x in cta.warps):
@@ -461,18 +525,44 @@ class TimedMachine(IssueMerge, Machine):
             self.marks[cta.ctaid]["end"] = max(self.now, cta.sm.stores_done)
 
     # ------------------------------------------------------------------ asynchronous operations
+    def _tensormap_prefetch(self, w, ins, lanes) -> None:
+        """H9: a prefetch.tensormap starts the fetch of the descriptors it names, for the warp's CTA."""
+        mask = lanes
+        if ins.guard is not None:
+            g = w.read(ins.guard[0], "pred")
+            mask = lanes & (~g if ins.guard[1] else g)
+        if not mask.any():
+            return
+        addrs = lane_addresses(self, w, ins.operands[0], 64)
+        for a in {int(x) for x in addrs[np.flatnonzero(mask)]}:
+            self.tmap_ready.setdefault((w.cta.ctaid, a), self.now + self.costs.tensormap_fetch_cycles)
+
+    def _descriptor(self, t: float, tmap) -> float:
+        """H9: when a TMA of the tensor map `tmap` ((address, TensorMap) or None), issued at t by the executing warp's
+        CTA, can start: after the map's descriptor fetch (the first use or a prefetch.tensormap starts it)."""
+        fetch = self.costs.tensormap_fetch_cycles
+        if not fetch or tmap is None or self.cur_warp is None:
+            return t
+        key = (self.cur_warp.cta.ctaid, tmap[0])
+        ready = self.tmap_ready.get(key)
+        if ready is None:
+            ready = self.tmap_ready[key] = t + fetch
+        return max(t, ready)
+
     def prefetch(self, source: int, nbytes: int) -> None:
         """An L2 prefetch: its first-read share of HBM is spent now; once it has arrived, the prefetched fraction of
         the allocation is served from L2 (loads of it issued later pay no first-read HBM share or latency)."""
+        tmap, self.tmap_used = self.tmap_used, None
         key, found = self.twin()
         if found is not None:  # an identical lane's prefetch, issued once (emu.timing.sass)
             return
         if key is not None:
             self.issuing.charged[key] = True
+        t = self._descriptor(self.now, tmap)  # a tensor prefetch needs its tensor map too (H9)
         if source is None:  # past every allocation: nothing to keep
             return
         first = 1.0 / max(self.reuse.get(source, 1.0), 1.0)
-        done = self.hbm.transfer(self.now, nbytes * first) + self.costs.hbm_latency
+        done = self.hbm.transfer(t, nbytes * first) + self.costs.hbm_latency
         size = self.gmem.allocation(source)[1]
         self.prefetched.setdefault(source, []).append((done, nbytes / size))
 
@@ -484,11 +574,14 @@ class TimedMachine(IssueMerge, Machine):
     def submit(self, cluster, op) -> None:
         cluster.inflight.append(op)
         self.stats["async_ops"] += 1
+        tmap, self.tmap_used = self.tmap_used, None
         key, found = self.twin()
         if found is not None:  # an identical lane's copy, issued once (emu.timing.sass): done with it, using nothing
             self._push(found, OP_EVENT, (cluster, op))
             return
-        done = self._completion(op)
+        if tmap is not None and not op.name.startswith(("TMA load", "TMA store")):
+            tmap = None  # not a tensor copy (only those read a tensor map just before they are submitted)
+        done = self._completion(op, tmap)
         if key is not None:
             self.issuing.charged[key] = done
         if op.queue is not None:
@@ -498,7 +591,8 @@ class TimedMachine(IssueMerge, Machine):
             self.marks[op.cost.dests[0].ctaid]["commits"].append(done)
         self._push(done, OP_EVENT, (cluster, op))
 
-    def _completion(self, op) -> float:
+    def _completion(self, op, tmap=None) -> float:
+        """When `op`, issued now, completes; `tmap` is the (address, TensorMap) a tensor copy reads (else None)."""
         cost, c, t = op.cost, self.costs, self.now
         if cost is None:
             raise Hazard(f"{op.name}: an asynchronous operation without a cost record cannot be timed")
@@ -508,11 +602,13 @@ class TimedMachine(IssueMerge, Machine):
             sms = [d.sm for d in cost.dests]
             # A TMA or bulk copy is one request to the SM's TMA unit; a cp.async is one thread's part of a warp's
             # load instruction, which the load/store unit issues with the warp (PTX ISA "cp.async": non-bulk, per thread)
-            t0 = issuer.tma.occupy(t, c.tma_issue_cycles)[1] if cost.via == "tma" else t
-            done = max(self.hbm.transfer(t0, cost.nbytes * first), self.l2.transfer(t0, cost.nbytes),
-                       *(sm.l2_in.transfer(t0, cost.nbytes) for sm in sms),
-                       *(sm.smem.transfer(t0, cost.nbytes) for sm in sms))
-            done += c.l2_hit_latency + first * (c.hbm_latency - c.l2_hit_latency)
+            t_req = self._descriptor(t, tmap)  # H9
+            t0 = issuer.tma.occupy(t_req, c.tma_issue_cycles)[1] if cost.via == "tma" else t_req
+            done = max(self.hbm.transfer(t0, cost.nbytes * first), self._l2_share(t0, cost),
+                       *(self._l2_to_sm(sm, t0, cost, tmap) for sm in sms),
+                       *(sm.smem_write.transfer(t0, cost.nbytes) for sm in sms))
+            hbm = self._first_load_latency(cost.nbytes) if self.hbm_table else c.hbm_latency
+            done += self.l2_latency + first * (hbm - self.l2_latency)
             self._mark(cost.dests[0], "first_load", t)
             if self.trace is not None:
                 self.trace.unit(cost.dests[0], "TMA", t, done, op.name)
@@ -524,6 +620,8 @@ class TimedMachine(IssueMerge, Machine):
             math = per_sm_rows * cost.n * cost.k / c.mma_mac_per_clk
             nbytes = (cost.a_bytes + cost.b_bytes) * (c.mma_2sm_smem_factor if len(sms) == 2 else 1.0)
             port = max(sm.smem.transfer(start, nbytes) for sm in sms) - start
+            if len(sms) == 2 and c.mma_2sm_fixed_cycles:  # H2: a per-instruction cost of the pair, not the port's
+                port += c.mma_2sm_fixed_cycles
             busy = max(math, port)
             for sm in sms:
                 sm.tensor.occupy(start, busy)
@@ -544,21 +642,70 @@ class TimedMachine(IssueMerge, Machine):
                 sm.tc_ordered = start
             return start + c.tcgen05_cp_latency
         if cost.unit == "remote":  # st.async: through the cluster's SM-to-SM network into the receiver's shared memory
-            return cost.dests[0].sm.smem.transfer(t, cost.nbytes) + c.dsmem_latency
+            return cost.dests[0].sm.smem_write.transfer(t, cost.nbytes) + c.dsmem_latency
         if cost.unit in ("commit", "arrive"):  # in order behind its queue's earlier operations (submit())
             return t + c.tcgen05_commit_latency
         if cost.unit == "store":
             sm = cost.dests[0].sm
+            t = self._descriptor(t, tmap)  # H9
             done = max(sm.smem.transfer(t, cost.nbytes), sm.store.transfer(t, cost.nbytes),
-                       self.l2.transfer(t, cost.nbytes)) + c.l2_hit_latency
+                       self.l2.transfer(t, cost.nbytes)) + self.l2_latency
             sm.stores_done = max(sm.stores_done, done)
             return done
         raise Hazard(f"{op.name}: unknown cost unit {cost.unit}")
+
+    def _l2_share(self, t0: float, cost) -> float:
+        """A load's use of the chip-wide L2 share (l2_share_mode, H3): 0 its bytes; 1 its bytes less the coalesced
+        fraction when its allocation's grid reuse is at least l2_coalesce_min_reuse; 2 nothing."""
+        c, mode = self.costs, self.costs.l2_share_mode
+        if mode == 0:
+            return self.l2.transfer(t0, cost.nbytes)
+        if mode == 2:
+            return t0
+        if self.reuse.get(cost.source, 1.0) >= c.l2_coalesce_min_reuse:
+            return self.l2.transfer(t0, cost.nbytes * (1.0 - c.l2_coalesced_fraction))
+        return self.l2.transfer(t0, cost.nbytes)
+
+    def _l2_to_sm(self, sm, t0: float, cost, tmap) -> float:
+        """A load on one destination SM's L2 -> SM path: its bytes at l2_to_sm_bytes_per_clk, or (tma_row_cycles, H4a)
+        a tensor load's box rows at tma_row_cycles each (a row: up to 128 bytes of the inner box)."""
+        rate = self.costs.tma_row_cycles
+        if not rate or tmap is None:
+            return sm.l2_in.transfer(t0, cost.nbytes)
+        tm = tmap[1]
+        rows = -(-tm.inner_box_bytes // 128)
+        for n in tm.box_counts[1:]:
+            rows *= n
+        sm.l2_in.bytes += cost.nbytes
+        return sm.l2_in.occupy(t0, rows * rate)[1]
+
+    def _first_load_latency(self, nbytes: float) -> float:
+        """H10: the first-read HBM latency of a load of nbytes, linear between the measured sizes (the 1 KB row below
+        1 KB, the last segment's slope above 64 KB)."""
+        table = self.hbm_table
+        if nbytes <= table[0][0]:
+            return table[0][1]
+        for (x0, y0), (x1, y1) in zip(table, table[1:]):
+            if nbytes <= x1:
+                return y0 + (y1 - y0) * (nbytes - x0) / (x1 - x0)
+        (x0, y0), (x1, y1) = table[-2], table[-1]
+        return y1 + (y1 - y0) * (nbytes - x1) / (x1 - x0)
 
     def _mark(self, cta, key: str, t: float) -> None:
         m = self.marks[cta.ctaid]
         if key not in m:
             m[key] = t
+
+
+def _tmem_ld_regs(ins) -> tuple:
+    """(address registers, destination registers) of a tcgen05.ld. classify() lists its destination vector among its
+    sources (tcgen05 is in NO_DEST_BASES), which the default timing keeps; the lookahead (H15) needs them apart."""
+    regs = getattr(ins, "tmem_ld_regs", None)
+    if regs is None:
+        ops = list(ins.operands)
+        srcs = [r for op in ops[1:] for r in _regs(op)] + ([ins.guard[0].name] if ins.guard is not None else [])
+        regs = ins.tmem_ld_regs = (tuple(srcs), tuple(_regs(ops[0])))
+    return regs
 
 
 def _access_bytes(ins) -> int:

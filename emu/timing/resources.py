@@ -80,7 +80,12 @@ class Bandwidth(Pipe):
 class SM:
     """One SM's units: per sub-partition an issue slot, a MUFU pipe and a conversion pipe; the tensor core; the TMA engine; the
     shared-memory port (TMA writes, MMA operand reads, tcgen05.cp reads, shared loads and stores); the L2 -> SM path;
-    the global store path; the tensor-memory read port (tcgen05.ld)."""
+    the global store path; the tensor-memory read port (tcgen05.ld).
+
+    Shared memory (switch `smem_write_bytes_per_clk`, docs/timing_hypotheses.md H1): `smem` is the read path (MMA
+    operand reads, tcgen05.cp, ld/st.shared, a TMA store's source reads) and `smem_write` the write path (TMA and bulk
+    copy writes, st.async arrivals). At 0 (the table's default) they are one port, the same Bandwidth object, as
+    before the switch; above 0 the write path is a separate Bandwidth at that rate."""
 
     def __init__(self, index: int, costs):
         self.index = index
@@ -91,6 +96,10 @@ class SM:
         self.tensor = Pipe(f"SM{index} tensor core")
         self.tma = Pipe(f"SM{index} TMA")
         self.smem = Bandwidth(f"SM{index} shared memory", costs.smem_bytes_per_clk)
+        write = costs.smem_write_bytes_per_clk
+        if write < 0:
+            raise ValueError(f"smem_write_bytes_per_clk must be 0 (one port) or a rate, got {write}")
+        self.smem_write = Bandwidth(f"SM{index} shared-memory writes", write) if write > 0 else self.smem
         self.l2_in = Bandwidth(f"SM{index} L2->SM", costs.l2_to_sm_bytes_per_clk)
         self.store = Bandwidth(f"SM{index} stores", costs.store_bytes_per_clk)
         self.tmem_read = Bandwidth(f"SM{index} tensor-memory reads", costs.tmem_ld_bytes_per_clk)
@@ -98,4 +107,6 @@ class SM:
         self.stores_done = 0.0  # when this SM's last global store has reached L2
 
     def units(self) -> list:
-        return [*self.issue, *self.mufu, *self.convert, self.tensor, self.tma, self.smem, self.l2_in, self.store, self.tmem_read]
+        write = [] if self.smem_write is self.smem else [self.smem_write]
+        return [*self.issue, *self.mufu, *self.convert, self.tensor, self.tma, self.smem, *write, self.l2_in,
+                self.store, self.tmem_read]
