@@ -325,7 +325,8 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
         rows.append({"id": p["id"], "author": p["author"], "family": p["family"], "version": p["version"],
                      "order": p["order"], "shape": p["shape"], "split": p["split"], "measured_us": p["measured_us"],
                      "design": d.get("change", "") or " ".join(p.get("design_summary", [])),
-                     "source": p["source"].get("design_from", "") or "{repo}@{commit} {path}".format(**p["source"]),
+                     "source": p["source"].get("design_from", "") or " ".join(
+                         str(p["source"][k]) for k in ("repo", "commit", "path", "url") if k in p["source"]),
                      "timed_prior_us": prior.get(p["id"], empty)["timed_us"],
                      "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],

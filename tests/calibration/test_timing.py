@@ -78,3 +78,26 @@ def test_heldout_judgement_computes_the_declared_metrics_and_targets():
     assert out["dual_delta_rms"]["no_change"] == 0.1 and out["dual_delta_rms"]["timed"] == round(abs(9.2 / 10.5 - 0.9), 4)
     assert out["targets_met"]["abs_error_max"] is False and out["targets_met"]["pair_order"] is False
     assert out["targets_met"]["dual_delta_rms"] is True
+
+
+def test_a_whole_run_writes_its_report_from_the_points(tmp_path, monkeypatch):
+    """judge.run end to end with the timed emulator stubbed (each point's time = measured × a per-author factor, the
+    start row moving it): the fit picks from the grid, every point of the points file and the held-out file becomes a
+    row, the held-out judgement is in the summary, and both report files are written where asked."""
+    factor = {"gau-nernst": 1.02, "arseni_ivanov": 1.3, "novus677": 0.95}
+
+    def fake_time_points(points, sources, overrides=None, jobs=1, progress=None):
+        start = (overrides or {}).get("cta_start_cycles", 0) / 1.962e3  # cycles -> us at the table's clock
+        return {p["id"]: {"id": p["id"], "timed_us": round(p["measured_us"] * factor[p["author"]] - 2 + start, 3),
+                          "status": "match", "message": "", "binds": "stub", "seconds": 0.0} for p in points}
+
+    monkeypatch.setattr(judge, "time_points", fake_time_points)
+    out = judge.run("unused", rates=(64, 80), report=(tmp_path / "r.json", tmp_path / "r.md"), out=lambda *a, **k: None,
+                    switches={"store_queue_cycles": 64})
+    points = judge.load_points()["points"]
+    assert {r["id"] for r in out["rows"]} == {p["id"] for p in points} and len(points) > 60
+    assert out["switches"] == {"store_queue_cycles": 64} and set(out["fitted_overrides"]) == {
+        "l2_to_sm_bytes_per_clk", "cta_start_cycles"}
+    held = out["summary"]["heldout:timed_fitted_us"]
+    assert held["n"] == held["declared"] and not held["missing"]
+    assert "held-out set" in (tmp_path / "r.md").read_text() and json.loads((tmp_path / "r.json").read_text())["rows"]
