@@ -412,7 +412,7 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         for g in ("all", "M128", "M256", "M512"):
             cell = lambda j: (f"{j['abs_error'][g]['median']:.1%} / {j['abs_error'][g]['max']:.1%} "  # noqa: E731
                               f"(n={j['abs_error'][g]['n']})" if j["abs_error"][g].get("n") else "–")
-            lines.append(f"| |error| median / max, {g} | {cell(hp)} | {cell(hf)} | "
+            lines.append(f"| absolute error median / max, {g} | {cell(hp)} | {cell(hf)} | "
                          f"{'≤ 6% / ≤ 15%' if g == 'all' else ''} |")
         for g in ("M128", "M256", "M512"):
             cell = lambda j: f"{j['signed_bias'][g]['mean']:+.1%}" if j["signed_bias"].get(g) else "–"  # noqa: E731
