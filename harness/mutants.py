@@ -189,9 +189,9 @@ MUTANTS = (
     # split_k: the reduction and the K slices
     Mutant("split_k_partial_dropped", "split-K: a slice's partial sums not added",
            "                for sender in cutlass.range_constexpr(1, self.config.split_k):\n"
-           "                    for a in cutlass.range_constexpr(2):\n",
+           "                    for a in cutlass.range_constexpr(products):\n",
            "                for sender in cutlass.range_constexpr(2, self.config.split_k):\n"
-           "                    for a in cutlass.range_constexpr(2):\n", C_SPLIT, (256, 128, 512, 1)),
+           "                    for a in cutlass.range_constexpr(products):\n", C_SPLIT, (256, 128, 512, 1)),
     Mutant("split_k_slices_overlap", "split-K: K slices overlap",
            "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
            "            k_tile_cnt = k_tile_cnt - k_first\n", C_SPLIT, (256, 128, 512, 1)),
