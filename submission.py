@@ -69,7 +69,7 @@ SCALE_BUFFERS = 2
 EXCHANGE_SLOTS = 2  # split_k / product_per_cta: epilogue subtiles in flight between CTAs (double buffer)
 TAIL_SILU_COLUMNS = 64  # tail_k_tiles: accumulator columns per thread whose silu the epilogue holds ahead of acc2
 
-# The two leaderboards this kernel serves (KernelConfig.problem; docs/leaderboard.md §1 and §8)
+# The two leaderboards this kernel serves (KernelConfig.problem; docs/leaderboard.md §9)
 DUAL_GEMM_PROBLEM = "nvfp4_dual_gemm"  # C = silu(A @ B1^T) * (A @ B2^T): data is the 10-tuple of its reference.py
 GEMM_PROBLEM = "nvfp4_gemm"  # C = A @ B^T: data is the 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)
 
@@ -380,7 +380,7 @@ def default_gemm_config(m: int, n: int, k: int, l: int) -> KernelConfig:
     """nvfp4_gemm: a 1-CTA tile 128 x N_t (N_t 64 or 128) and a K split S over CTAs, the pair that moves the fewest
     bytes into the busiest SM: waves x (the CTA's A and B share, (128 + N_t) K / 2S, plus the (S - 1) fp32 partial
     tiles its slice 0 receives, 128 N_t 4 (S - 1)). On a tie the smaller split, then the wider tile. For M = 128 it
-    gives what won the leaderboard (gau-nernst v4, docs/leaderboard.md §8): 128 x 128 split 2 at K = 16384, 128 x 64
+    gives what won the leaderboard (gau-nernst v4, docs/leaderboard.md §9): 128 x 128 split 2 at K = 16384, 128 x 64
     split 2 at 4096 x 7168, 128 x 64 unsplit at 7168 x 2048; shapes of many tiles stay unsplit."""
     waves = lambda ctas: -(-ctas // SM_COUNT)  # noqa: E731
     best = None

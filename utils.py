@@ -193,7 +193,7 @@ def clone_data(data):
 
 
 # --------------------------------------------------------------------------------------------------
-# The two problems (their files; docs/leaderboard.md §1 and §8)
+# The two problems (their files; docs/leaderboard.md §9)
 # --------------------------------------------------------------------------------------------------
 DUAL_GEMM = "nvfp4_dual_gemm"
 GEMM = "nvfp4_gemm"

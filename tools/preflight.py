@@ -249,7 +249,7 @@ def sass_mainloops(text: str) -> dict[str, dict]:
 
 # ----------------------------------------------------------------------------- lint
 HEADERS = ("#!POPCORN leaderboard nvfp4_dual_gemm", "#!POPCORN gpu NVIDIA")  # docs/leaderboard.md §5
-GEMM_HEADERS = ("#!POPCORN leaderboard nvfp4_gemm", "#!POPCORN gpu NVIDIA")  # nvfp4_gemm/submission.py, §8
+GEMM_HEADERS = ("#!POPCORN leaderboard nvfp4_gemm", "#!POPCORN gpu NVIDIA")  # nvfp4_gemm/submission.py, §9
 GEMM_TASK = REPO / "nvfp4_gemm" / "task.yml"
 GRAPH_RE = re.compile(r"cudagraph|cuda\.graph|cugraph|graph\.replay|make_graphed_callables|capture_begin", re.I)
 TENSOR_ANN = re.compile(r"input_t|Tensor")

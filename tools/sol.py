@@ -25,7 +25,7 @@ PUBLIC_BEST_US = {(256, 4096, 7168, 1): 12.4, (512, 4096, 7168, 1): 16.4, (256, 
                   (512, 3072, 7168, 1): 16.3}
 PUBLIC_BEST_GEOMEAN_US = 13.30
 
-# nvfp4_gemm (one product, docs/leaderboard.md §8): its speed of light (nvfp4_gemm/task.yml, from the leaderboard's
+# nvfp4_gemm (one product, docs/leaderboard.md §9): its speed of light (nvfp4_gemm/task.yml, from the leaderboard's
 # task.yml description: 8.994 / 2.354 / 1.333 us, geomean 3.04; each DRAM-bound at the rate above) and the public B200
 # times per benchmark shape of gau-nernst's "mix (4+3b)", the best published (measured, B200, gau-nernst/gpu-mode-kernels
 # @aee9cda nvidia/nvfp4_gemm/README.md).
@@ -78,7 +78,7 @@ def sol_table(task: Path) -> dict:
 def main(argv=None) -> int:
     """python tools/sol.py [--problem nvfp4_gemm]: each benchmark shape's speed of light (task.yml's and recomputed)
     and a public time (dual GEMM: gau-nernst v2, the final leaderboard's top score was 13.12, docs/leaderboard.md §7;
-    nvfp4_gemm: gau-nernst's mix, §8), geomeans."""
+    nvfp4_gemm: gau-nernst's mix, §9), geomeans."""
     import argparse
 
     ap = argparse.ArgumentParser(description="speed of light per benchmark shape")

@@ -421,7 +421,7 @@ def dry_run(args) -> dict:
         best, _, whose = sol.public_best(problem)
         if len(out["chosen"]) == len(shapes) and all(s in best for s in shapes):
             line += (f"; best public {sol.geomean(best[s] for s in shapes):.2f} us ({whose}, measured, B200, "
-                     f"docs/leaderboard.md {'§8' if problem == 'nvfp4_gemm' else '§7'})")
+                     f"docs/leaderboard.md {'§9' if problem == 'nvfp4_gemm' else '§7'})")
         print(line)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"dry run took {out['wall_s']} s")

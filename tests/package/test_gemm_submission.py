@@ -27,7 +27,7 @@ R = load_reference(GEMM)
 TASK = load_task(task_path(GEMM))
 SHAPES = sorted({(c["m"], c["n"], c["k"], c["l"]) for c in TASK["tests"] + TASK["benchmarks"]})
 BENCHMARKS = [(c["m"], c["n"], c["k"], c["l"]) for c in TASK["benchmarks"]]
-# Every file a user submits, with the header its leaderboard needs (docs/leaderboard.md §5, §8)
+# Every file a user submits, with the header its leaderboard needs (docs/leaderboard.md §5, §9)
 SUBMITTABLE = {"submission.py": "nvfp4_dual_gemm", "nvfp4_gemm/submission.py": "nvfp4_gemm"}
 
 
@@ -99,7 +99,7 @@ def test_every_gemm_task_shape_has_an_implementable_config():
 
 
 def test_default_gemm_config_is_the_fewest_bytes_into_the_busiest_sm():
-    """What won the leaderboard at M = 128 (gau-nernst v4, docs/leaderboard.md §8), from the rule alone."""
+    """What won the leaderboard at M = 128 (gau-nernst v4, docs/leaderboard.md §9), from the rule alone."""
     pick = {s: (S.default_gemm_config(*s).cta_tile_mn[1], S.default_gemm_config(*s).split_k) for s in BENCHMARKS}
     assert pick == {(128, 7168, 16384, 1): (128, 2), (128, 4096, 7168, 1): (64, 2), (128, 7168, 2048, 1): (64, 1)}
     assert S.default_gemm_config(2304, 4608, 7168, 1).split_k == 1  # many waves of tiles: no split
