@@ -236,3 +236,18 @@ def test_reference_source_and_data_facts_are_cited():
                                                                                                              1.333]
     assert re.search(r"eval_better_bench", task)
     assert ast.parse(text)
+
+
+# ------------------------------------------------------------------ the tuner's table block (tools/tune.py --problem)
+def test_tune_write_rewrites_the_gemm_block_only():
+    from tools import tune
+
+    text = (REPO / "submission.py").read_text()
+    cfg = S.KernelConfig(mma_tile_mn=(128, 64), split_k=2, problem=GEMM)
+    src = tune.config_source(S, cfg)
+    out = tune.rewrite_table(text, {(128, 4096, 7168, 1): src}, GEMM)
+    assert tune.table_entries(out, GEMM)[(128, 4096, 7168, 1)] == src
+    assert tune.table_entries(out) == tune.table_entries(text)  # the dual GEMM's table untouched
+    assert [a for a, b in zip(text.splitlines(), out.splitlines()) if a != b] == [
+        line for line in text.splitlines() if line.strip().startswith("(128, 4096, 7168, 1)")]
+    assert set(tune.table_entries(text, GEMM)) == set(S.GEMM_CONFIG_TABLE)
