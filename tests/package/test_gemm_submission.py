@@ -251,3 +251,22 @@ def test_tune_write_rewrites_the_gemm_block_only():
     assert [a for a, b in zip(text.splitlines(), out.splitlines()) if a != b] == [
         line for line in text.splitlines() if line.strip().startswith("(128, 4096, 7168, 1)")]
     assert set(tune.table_entries(text, GEMM)) == set(S.GEMM_CONFIG_TABLE)
+
+
+# ------------------------------------------------------------------ test_correctness.py --problem nvfp4_gemm
+def test_correctness_problem_hands_the_gemm_space_and_reference_over(monkeypatch, capsys):
+    import test_correctness
+
+    handed, refs = [], []
+    monkeypatch.setattr(test_correctness, "sm100_status", lambda: (False, "no CUDA GPU is visible (stand-in)"))
+    monkeypatch.setattr(test_correctness, "run_preflight", lambda: (True, "stand-in"))
+    monkeypatch.setattr(test_correctness, "reference_self_check", lambda ref: refs.append(ref) or (8, 0))
+    monkeypatch.setattr(test_correctness, "run_emulator_checks",
+                        lambda configs, problem: handed.append(problem) or handed.extend(configs) or (2 * len(configs), 0))
+    assert test_correctness.main(["--problem", GEMM, "--configs", "all"]) == 0
+    assert handed == [GEMM, *S.GEMM_TUNE_SPACE] and refs == [R]
+    handed.clear()
+    assert test_correctness.main(["--problem", GEMM]) == 0
+    assert handed[1:] == test_correctness.configs_used_by(TASK, GEMM)
+    assert {c.name for c in handed[1:]} >= {c.name for c in S.GEMM_CONFIG_TABLE.values()}
+    assert capsys.readouterr().out.splitlines()[-1].startswith("summary:")
