@@ -23,6 +23,8 @@ spent per call either way.
   python test_benchmark.py                        # submission.custom_kernel (needs an SM100 GPU)
   python test_benchmark.py --callable reference   # the reference, on any CUDA GPU
   python test_benchmark.py --callable mymod:fn    # any callable taking the 10-tuple
+  python test_benchmark.py --problem nvfp4_gemm   # the single GEMM (leaderboard nvfp4_gemm): nvfp4_gemm/task.yml's
+                                                  # shapes, nvfp4_gemm/reference.py's 7-tuples and check
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")  # as the leaderboar
 import torch  # noqa: E402
 
 import reference  # noqa: E402
-from utils import clone_data, load_task  # noqa: E402
+from utils import clone_data, load_reference, load_task, task_path  # noqa: E402
 
 NUM_ITERATIONS_PER_BENCHMARK = 50
 SEED_STEP = 42
@@ -57,6 +59,9 @@ MODES = {  # eval_better_bench.py: benchmark mode and ranked (leaderboard) mode
     "benchmark": {"max_repeats": 200, "max_time_ns": 10e9, "recheck": False},
     "leaderboard": {"max_repeats": 1000, "max_time_ns": 30e9, "recheck": True},
 }
+# nvfp4_gemm closed (2025-12-21, gpu-mode/reference-kernels problems/nvidia.yaml) under eval_better_bench.py at
+# revision 7ff85e0: leaderboard mode capped at 200 repeats, and only the first benchmark warmed up (docs/leaderboard.md §9)
+GEMM_LEADERBOARD_MAX_REPEATS = 200
 LEADERBOARD_FLUSH_BYTES = 16000 * 1024 * 1024 * 4
 FALLBACK_L2_BYTES = 128 << 20
 
@@ -120,16 +125,18 @@ def _emit(progress, message):
         progress(message)
 
 
-def _check_all(data_list, outputs, what):
+def _check_all(data_list, outputs, what, ref=reference):
     for idx, (data, out) in enumerate(zip(data_list, outputs)):
-        ok, message = reference.check_implementation(data, out)
+        ok, message = ref.check_implementation(data, out)
         if not ok:
             raise CheckFailed(f"{what}, input set {idx}: {message}")
 
 
 def benchmark_callable(fn, m, n, k, l, seed, *, progress=None, check=True, recheck=False, max_repeats=200,
-                       max_time_ns=10e9, flush="leaderboard", flusher=None, warmup=True, mode="leaderboard") -> dict:
-    """Time fn (called with a 10-tuple, returning c) on one shape with the leaderboard's method.
+                       max_time_ns=10e9, flush="leaderboard", flusher=None, warmup=True, mode="leaderboard",
+                       reference=reference) -> dict:
+    """Time fn (called with a 10-tuple, returning c; with nvfp4_gemm's reference module, a 7-tuple) on one shape with
+    the leaderboard's method.
 
     Returns {"mean_us", "std_us", "err_us", "best_us", "worst_us", "runs", "host_us"}; host_us is the host
     time spent issuing one call during the timed repeats (informative; not part of the score).
@@ -154,7 +161,7 @@ def benchmark_callable(fn, m, n, k, l, seed, *, progress=None, check=True, reche
         _emit(progress, f"[{label}] checking {NUM_ITERATIONS_PER_BENCHMARK} outputs against the reference")
         outputs = [fn(clone_data(data)) for data in data_list]
         torch.cuda.synchronize()
-        _check_all(data_list, outputs, label)
+        _check_all(data_list, outputs, label, reference)
         del outputs
     if warmup:  # one untimed pass (the leaderboard warms up with a whole benchmark run first)
         for data in data_list:
@@ -179,7 +186,7 @@ def benchmark_callable(fn, m, n, k, l, seed, *, progress=None, check=True, reche
         torch.cuda.synchronize()
         durations.append(start_event.elapsed_time(end_event) / NUM_ITERATIONS_PER_BENCHMARK * 1e6)
         if recheck:
-            _check_all(check_copy, outputs, f"{label} repeat {i}")
+            _check_all(check_copy, outputs, f"{label} repeat {i}", reference)
 
         now = time.perf_counter_ns()
         total = now - start_wall
@@ -252,7 +259,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--callable", dest="callable_spec", default="submission",
                         help="'submission' (default), 'reference', or module:function")
-    parser.add_argument("--task", default=str(REPO / "task.yml"))
+    parser.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm",
+                        help="the leaderboard problem (default nvfp4_dual_gemm): its shapes, reference and check")
+    parser.add_argument("--task", default=None, help="task file (default: the problem's task.yml)")
     parser.add_argument("--mode", choices=sorted(MODES), default="benchmark",
                         help="benchmark: 10 s budget, 200 repeats; leaderboard: 30 s, 1000 repeats, recheck")
     parser.add_argument("--flush", choices=("leaderboard", "l2"), default="leaderboard",
@@ -274,9 +283,13 @@ def main(argv=None) -> int:
         print(f"test_benchmark.py: the GPU is {torch.cuda.get_device_name()} (sm_{major}{minor}); the kernel runs "
               "only on SM100 (B200). Use --callable reference to exercise the harness here.", file=sys.stderr)
         return 2
-    fn, callable_spec = resolve_callable(args.callable_spec)
+    ref = load_reference(args.problem)
+    if args.callable_spec == "reference":  # the problem's own reference
+        fn, callable_spec = ref.ref_kernel, f"{ref.__name__}:ref_kernel"
+    else:
+        fn, callable_spec = resolve_callable(args.callable_spec)
 
-    task = load_task(args.task)
+    task = load_task(args.task or task_path(args.problem))
     cases = task["benchmarks"]
     if args.shape:
         wanted = set(args.shape)
@@ -296,13 +309,17 @@ def main(argv=None) -> int:
         print(f"  {message}", flush=True)
 
     results, failed = [], False
-    for case in cases:
+    max_repeats = mode["max_repeats"]
+    if args.problem == "nvfp4_gemm" and args.mode == "leaderboard":
+        max_repeats = GEMM_LEADERBOARD_MAX_REPEATS
+    for index, case in enumerate(cases):
         m, n, k, l, seed = (case[key] for key in ("m", "n", "k", "l", "seed"))
         entry = {"m": m, "n": n, "k": k, "l": l, "seed": seed, "sol_us": case["sol_us"]}
         try:
             stats = benchmark_callable(fn, m, n, k, l, seed, progress=progress, check=not args.no_check,
-                                       recheck=mode["recheck"], max_repeats=mode["max_repeats"],
-                                       max_time_ns=mode["max_time_ns"], flusher=flusher)
+                                       recheck=mode["recheck"], max_repeats=max_repeats,
+                                       max_time_ns=mode["max_time_ns"], flusher=flusher, reference=ref,
+                                       warmup=args.problem != "nvfp4_gemm" or index == 0)
         except CheckFailed as err:
             failed = True
             entry["error"] = str(err)
@@ -325,7 +342,7 @@ def main(argv=None) -> int:
         summary = {"geomean_us": geo, "sol_geomean_us": sol, "pct_of_sol": 100.0 * sol / geo}
         print(f"geomean {geo:.3f} us over {len(timed)} shapes (speed of light {sol:.3f} us, "
               f"{summary['pct_of_sol']:.1f}% of SOL)")
-    report = {"callable": callable_spec, "mode": args.mode, "flush": args.flush,
+    report = {"callable": callable_spec, "problem": args.problem, "mode": args.mode, "flush": args.flush,
               "flush_bytes": flusher.bytes_per_flush, "l2_bytes": flusher.l2_bytes,
               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **env, **summary, "shapes": results}
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -19,6 +19,10 @@ Anywhere else the kernel cannot run. The script says why, then runs the offline 
      verdict (several schedules), through the launcher custom_kernel takes here: TVM-FFI, or its pointer
      fallback where apache-tvm-ffi is missing (as on the Modal runner); lines labelled "emulated".
 Exit 0 only if all pass.
+
+--problem nvfp4_gemm checks the single GEMM (leaderboard nvfp4_gemm) the same way: nvfp4_gemm/task.yml's shapes, its
+reference (nvfp4_gemm/reference.py, both generators), custom_kernel with the 7-tuple, GEMM_TUNE_SPACE for
+--configs all. The dual GEMM (nvfp4_dual_gemm) is the default.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")  # as the leaderboar
 import torch  # noqa: E402
 
 import reference  # noqa: E402
-from utils import clone_data, load_task, verbose_allclose  # noqa: E402
+from utils import clone_data, load_reference, load_task, task_path, verbose_allclose  # noqa: E402
 
 PREFLIGHT = REPO / "tools" / "preflight.py"
 NUM_BENCHMARK_INPUT_SETS = 50
@@ -89,7 +93,10 @@ def _scales_from_permuted_f64(permuted: torch.Tensor, mn: int, sf_k: int, b: int
 
 
 def independent_reference(data) -> torch.Tensor:
-    """float64 silu(A @ B1^T) * (A @ B2^T) [m, n, l], scales taken from the permuted tensors."""
+    """float64 silu(A @ B1^T) * (A @ B2^T) [m, n, l] (nvfp4_gemm's 7-tuple: A @ B^T), scales taken from the permuted
+    tensors."""
+    if len(data) == 7:
+        return _independent_gemm(data)
     a, b1, b2 = data[0], data[1], data[2]
     sfa_p, sfb1_p, sfb2_p = data[6], data[7], data[8]
     m, n, l = data[9].shape
@@ -103,6 +110,20 @@ def independent_reference(data) -> torch.Tensor:
         c1 = a64 @ operand(b1, sfb1_p, n).T
         c2 = a64 @ operand(b2, sfb2_p, n).T
         out[:, :, b] = c1 / (1.0 + torch.exp(-c1)) * c2
+    return out
+
+
+def _independent_gemm(data) -> torch.Tensor:
+    """float64 A @ B^T [m, n, l] of nvfp4_gemm's 7-tuple (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)."""
+    a, b, sfa_p, sfb_p, c = data[0], data[1], data[4], data[5], data[6]
+    m, n, l = c.shape
+    k = a.shape[1] * 2
+    out = torch.empty((m, n, l), dtype=torch.float64, device=a.device)
+    for batch in range(l):
+        def operand(packed, permuted, rows):
+            scales = _scales_from_permuted_f64(permuted, rows, k // 16, batch)
+            return _fp4_matrix_f64(packed[:, :, batch]) * scales.repeat_interleave(16, dim=1)
+        out[:, :, batch] = operand(a, sfa_p, m) @ operand(b, sfb_p, n).T
     return out
 
 
@@ -137,9 +158,10 @@ def _sync():
 
 
 def _call_poisoned(fn, data):
-    """Run fn on a clone of data whose c is NaN-filled; return the output (synchronised)."""
+    """Run fn on a clone of data whose c (the last tensor, in both problems' tuples) is NaN-filled; return the output
+    (synchronised)."""
     inputs = clone_data(data)
-    inputs[9].fill_(float("nan"))
+    inputs[-1].fill_(float("nan"))
     _sync()
     out = fn(inputs)
     _sync()
@@ -149,8 +171,9 @@ def _call_poisoned(fn, data):
 # --------------------------------------------------------------------------------------------------
 # SM100: run the kernel
 # --------------------------------------------------------------------------------------------------
-def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
-    """Run `kernel` (default: submission.custom_kernel) on every case; print one line each; (passed, failed)."""
+def run_gpu_checks(task, modes=reference.MODES, kernel=None, ref=reference) -> tuple[int, int]:
+    """Run `kernel` (default: submission.custom_kernel) on every case; print one line each; (passed, failed). `ref`: the
+    problem's reference module."""
     custom_kernel = kernel
     if custom_kernel is None:
         try:
@@ -178,8 +201,8 @@ def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
             watch(label)
             start = time.perf_counter()
             try:
-                data = reference.generate_input(**case, mode=mode)
-                ok, message = reference.check_implementation(data, _call_poisoned(custom_kernel, data))
+                data = ref.generate_input(**case, mode=mode)
+                ok, message = ref.check_implementation(data, _call_poisoned(custom_kernel, data))
             except Exception as err:  # noqa: BLE001
                 ok, message = False, f"{type(err).__name__}: {err}"
             report(ok, label, message, time.perf_counter() - start)
@@ -194,10 +217,10 @@ def run_gpu_checks(task, modes=reference.MODES, kernel=None) -> tuple[int, int]:
             data_list = []
             for _ in range(NUM_BENCHMARK_INPUT_SETS):
                 seed += 42  # the leaderboard bumps the seed before generating each set
-                data_list.append(reference.generate_input(case["m"], case["n"], case["k"], case["l"], seed))
+                data_list.append(ref.generate_input(case["m"], case["n"], case["k"], case["l"], seed))
             outputs = [_call_poisoned(custom_kernel, data) for data in data_list]
             for set_idx, (data, out) in enumerate(zip(data_list, outputs)):
-                good, why = reference.check_implementation(data, out)
+                good, why = ref.check_implementation(data, out)
                 if not good:
                     ok, message = False, f"input set {set_idx}: {why}"
                     break
@@ -221,16 +244,17 @@ def run_preflight(extra_args=("--quick",)) -> tuple[bool, str]:
     return rc == 0, f"exit code {rc}"
 
 
-def reference_self_check(shapes=SELF_CHECK_SHAPES, device=None) -> tuple[int, int]:
-    """The reference's dequantisation path against independent_reference, both modes."""
+def reference_self_check(shapes=SELF_CHECK_SHAPES, device=None, ref=reference) -> tuple[int, int]:
+    """The reference's dequantisation path against independent_reference, both modes (`ref`: the problem's reference
+    module)."""
     passed = failed = 0
     for shape in shapes:
-        for mode in reference.MODES:
+        for mode in ref.MODES:
             start = time.perf_counter()
-            data = reference.generate_input(*shape, seed=7, mode=mode, device=device)
-            got = reference.ref_kernel_dequant(data)
+            data = ref.generate_input(*shape, seed=7, mode=mode, device=device)
+            got = ref.ref_kernel_dequant(data)
             want = independent_reference(data)
-            reasons = verbose_allclose(got.double(), want, rtol=reference.RTOL, atol=reference.ATOL)
+            reasons = verbose_allclose(got.double(), want, rtol=ref.RTOL, atol=ref.ATOL)
             if mode == "strict" and not torch.isfinite(want).all():
                 reasons.append("strict data produced a non-finite output")
             ok = not reasons
@@ -250,10 +274,20 @@ def config_kernel(config):
     def run(data):
         submission.check_inputs(data)
         launch = submission.compile_config(config)
+        if len(data) == 7:  # nvfp4_gemm: (a, b, sfa_permuted, sfb_permuted, c)
+            launch(data[0], data[1], data[4], data[5], data[6])
+            return data[6]
         launch(data[0], data[1], data[2], data[6], data[7], data[8], data[9])
         return data[9]
 
     return run
+
+
+def tune_space(problem: str = "nvfp4_dual_gemm") -> tuple:
+    """The problem's TUNE_SPACE (nvfp4_gemm: GEMM_TUNE_SPACE)."""
+    import submission
+
+    return submission.GEMM_TUNE_SPACE if problem == "nvfp4_gemm" else submission.TUNE_SPACE
 
 
 def tasks_per_config(task, configs):
@@ -267,14 +301,12 @@ def tasks_per_config(task, configs):
     return out
 
 
-def run_tune_space_checks(task) -> tuple[int, int]:
-    """Every config of submission.TUNE_SPACE on every test case it can implement, both generators."""
-    import submission
-
+def run_tune_space_checks(task, problem: str = "nvfp4_dual_gemm") -> tuple[int, int]:
+    """Every config of submission.TUNE_SPACE (GEMM_TUNE_SPACE) on every test case it can implement, both generators."""
     passed = failed = 0
-    for config, sub_task in tasks_per_config(task, submission.TUNE_SPACE):
+    for config, sub_task in tasks_per_config(task, tune_space(problem)):
         print(f"---- config {config.name}: {len(sub_task['tests'])} test shapes", flush=True)
-        p, f = run_gpu_checks(sub_task, kernel=config_kernel(config))
+        p, f = run_gpu_checks(sub_task, kernel=config_kernel(config), ref=load_reference(problem))
         passed += p
         failed += f
     return passed, failed
@@ -287,7 +319,7 @@ def emulator_small_shape(config) -> tuple:
     return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), max(512, 256 * config.split_k), 1)
 
 
-def run_emulator_checks(configs, modes=reference.MODES, schedules=None) -> tuple[int, int]:
+def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem="nvfp4_dual_gemm") -> tuple[int, int]:
     """The compiled kernel of each config in the SM100 emulator (emu/), on a small shape, every generator, through
     the launcher custom_kernel uses here (harness.capture.default_host_path: its TVM-FFI entry where apache-tvm-ffi
     imports, else the pointer fallback), under the emulator's default verdict (several
@@ -305,7 +337,7 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None) -> tuple
         shape = emulator_small_shape(config)
         for mode in modes:
             res = emulate(*shape, config_name=config.name, mode=mode, sched_seed=0, host_path=host_path,
-                          schedules=schedules)
+                          schedules=schedules, problem=problem)
             if res.status == "unsupported" and "cannot export" in res.message:
                 print(f"SKIP  {res.summary()}\n      {_first_line(res.message)}", flush=True)
                 continue
@@ -320,34 +352,40 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None) -> tuple
     return passed, failed
 
 
-def configs_used_by(task) -> list:
+def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
     """The config custom_kernel picks for each test and benchmark shape, each once."""
     import submission
 
     seen = {}
     for case in task["tests"] + task["benchmarks"]:
-        cfg = submission.config_for(case["m"], case["n"], case["k"], case["l"])
+        shape = (case["m"], case["n"], case["k"], case["l"])
+        cfg = submission.config_for(*shape, problem) if problem == "nvfp4_gemm" else submission.config_for(*shape)
         seen.setdefault(cfg.name, cfg)
     return list(seen.values())
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default=str(REPO / "task.yml"), help="task file with the shapes (default: task.yml)")
+    parser.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm",
+                        help="the leaderboard problem (default nvfp4_dual_gemm; nvfp4_gemm: the single GEMM, its "
+                             "nvfp4_gemm/task.yml and reference)")
+    parser.add_argument("--task", default=None, help="task file with the shapes (default: the problem's task.yml)")
     parser.add_argument("--offline", action="store_true", help="run the offline checks even on an SM100 GPU")
     parser.add_argument("--configs", choices=("default", "all"), default="default",
                         help="default: custom_kernel as submitted; all: also every TUNE_SPACE config on every test "
                              "shape it can implement (after a kernel change; the tuner covers benchmark shapes)")
     args = parser.parse_args(argv)
 
-    task = load_task(args.task)
+    task = load_task(args.task or task_path(args.problem))
+    ref = load_reference(args.problem)
     on_sm100, where = sm100_status()
     start = time.perf_counter()
     if on_sm100 and not args.offline:
         print(f"device: {where}")
-        passed, failed = run_gpu_checks(task)
+        gemm = {} if args.problem == "nvfp4_dual_gemm" else {"ref": ref}  # (the dual GEMM's calls keep their form)
+        passed, failed = run_gpu_checks(task, **gemm)
         if args.configs == "all":
-            p, f = run_tune_space_checks(task)
+            p, f = run_tune_space_checks(task, *([] if args.problem == "nvfp4_dual_gemm" else [args.problem]))
             passed, failed = passed + p, failed + f
         print(f"summary: {passed} passed, {failed} failed ({time.perf_counter() - start:.0f} s)")
         return 0 if failed == 0 and passed > 0 else 1
@@ -364,7 +402,7 @@ def main(argv=None) -> int:
     print(f"{'PASS' if ok else 'FAIL'}  preflight (sm_100a cross-compile of every test/benchmark config): {why}")
     passed += ok
     failed += not ok
-    p, f = reference_self_check()
+    p, f = reference_self_check() if args.problem == "nvfp4_dual_gemm" else reference_self_check(ref=ref)
     passed += p
     failed += f
     try:
@@ -375,11 +413,12 @@ def main(argv=None) -> int:
         failed += 1
         print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")
         return 1
-    configs = list(submission.TUNE_SPACE) if args.configs == "all" else configs_used_by(task)
+    configs = list(tune_space(args.problem)) if args.configs == "all" else configs_used_by(task, args.problem)
     print(f"emulator: the compiled kernel of {len(configs)} config(s) on the CPU (tools/emulate.py; "
           f"{'every TUNE_SPACE config' if args.configs == 'all' else 'the configs the test and benchmark shapes use'})",
           flush=True)
-    p, f = run_emulator_checks(configs)
+    p, f = (run_emulator_checks(configs) if args.problem == "nvfp4_dual_gemm"
+            else run_emulator_checks(configs, problem=args.problem))
     passed += p
     failed += f
     print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")

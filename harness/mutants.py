@@ -6,7 +6,8 @@ config and shape that exercise it, and the outcomes that count as caught. `famil
 emulator catches them: "pipeline" (the first 15: deterministic pipeline accounting and data paths), "launch" (the
 B200's launch limits), "lint" (the kernel-wide static pass), "init" (happens-before of mbarrier initialisation),
 "schedule" (races only large schedule skews expose), "wrap" (bugs only a wrapping ring or accumulator shows),
-"ordering" (tcgen05 order the ISA gives only through a wait or a fence).
+"ordering" (tcgen05 order the ISA gives only through a wait or a fence). GEMM_MUTANTS plant bugs in the paths of the
+single GEMM (KernelConfig.problem nvfp4_gemm) and run it as that problem; catch_table runs both sets.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Mutant:
     family: str = "pipeline"
     missed_because: str = ""  # a bug the emulator is known not to report (why): tested as a strict xfail
     also: tuple = ()  # further (old, new) edits of the same bug, each line also occurring exactly once
+    problem: str = "nvfp4_dual_gemm"  # the leaderboard problem the config runs (harness.problems.get_problem)
 
     def caught(self, result) -> bool:
         """Reported: a failing status, or a Note whose rule the mutant names (a model violation that hardware-verified
@@ -189,9 +191,9 @@ MUTANTS = (
     # split_k: the reduction and the K slices
     Mutant("split_k_partial_dropped", "split-K: a slice's partial sums not added",
            "                for sender in cutlass.range_constexpr(1, self.config.split_k):\n"
-           "                    for a in cutlass.range_constexpr(2):\n",
+           "                    for a in cutlass.range_constexpr(products):\n",
            "                for sender in cutlass.range_constexpr(2, self.config.split_k):\n"
-           "                    for a in cutlass.range_constexpr(2):\n", C_SPLIT, (256, 128, 512, 1)),
+           "                    for a in cutlass.range_constexpr(products):\n", C_SPLIT, (256, 128, 512, 1)),
     Mutant("split_k_slices_overlap", "split-K: K slices overlap",
            "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
            "            k_tile_cnt = k_tile_cnt - k_first\n", C_SPLIT, (256, 128, 512, 1)),
@@ -243,6 +245,34 @@ MUTANTS = (
 )
 
 
+# The single GEMM (nvfp4_gemm): its own load tuple and epilogue, and the K split's reduction with one accumulator.
+G1 = "gemm_m128n64_c1x1_e32"
+G_SPLIT = "gemm_m128n64_c1x1_e16_sk2"
+GEMM_MUTANTS = (
+    Mutant("gemm_b_rows_of_m_tile", "single GEMM: B loaded from the M tile's rows (every N tile reads B's first rows)",
+           "            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_N_TILE, b_policy),\n",
+           "            TmaLoad(tma_atom_b1, tBsB1, tBgB1, b_mcast_mask, ROWS_OF_M_TILE, b_policy),\n", G1,
+           (128, 256, 512, 1), problem="nvfp4_gemm"),
+    Mutant("gemm_sfb_rows_of_n_tile", "single GEMM: a 64-wide N tile's scales from the wrong 128-row atom",
+           "            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_SFB_TILE, None),\n",
+           "            TmaLoad(tma_atom_sfb1, tBsSFB1, tBgSFB1, sfb_mcast_mask, ROWS_OF_N_TILE, None),\n", G1,
+           (128, 256, 512, 1), problem="nvfp4_gemm"),
+    Mutant("gemm_store_wrong_column", "single GEMM: the epilogue stores every subtile into the tile's first columns",
+           "            cute.copy(epi.store, out, tTR_gC[(None, None, None, subtile)])\n",
+           "            cute.copy(epi.store, out, tTR_gC[(None, None, None, 0)])\n", G1, (128, 256, 512, 1),
+           problem="nvfp4_gemm"),
+    Mutant("gemm_split_k_partial_dropped", "single GEMM, split-K: a slice's partial sums not added",
+           "                for sender in cutlass.range_constexpr(1, self.config.split_k):\n"
+           "                    for a in cutlass.range_constexpr(products):\n",
+           "                for sender in cutlass.range_constexpr(2, self.config.split_k):\n"
+           "                    for a in cutlass.range_constexpr(products):\n", G_SPLIT, (128, 256, 512, 1),
+           problem="nvfp4_gemm"),
+    Mutant("gemm_split_k_slices_overlap", "single GEMM, split-K: K slices overlap",
+           "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
+           "            k_tile_cnt = k_tile_cnt - k_first\n", G_SPLIT, (128, 256, 512, 1), problem="nvfp4_gemm"),
+)
+
+
 def catch_table(schedules: int = 10, names=None, progress=print) -> list:
     """Run each mutant (or those named) over `schedules` schedules (harness.verdict.schedules_for: the default verdict's
     first) with every schedule run to its end; one row per mutant."""
@@ -253,12 +283,12 @@ def catch_table(schedules: int = 10, names=None, progress=print) -> list:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for m in MUTANTS:
+        for m in MUTANTS + GEMM_MUTANTS:
             if names and m.name not in names:
                 continue
             t0 = time.time()
             res = emulate(*m.shape, config_name=m.config, submission=m.write(Path(tmp)), sm_count=m.sm_count,
-                          schedules=schedules, stop_at_failure=False)
+                          schedules=schedules, stop_at_failure=False, problem=m.problem)
             # per schedule: its status, "note" where a match carries a Note the mutant names; launch/compile: before
             # any run
             statuses = ["note" if r.status == "match" and m.caught(r) else r.status for r in res.runs] \

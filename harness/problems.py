@@ -2,7 +2,9 @@
 how the leaderboard lays them out, where each sits in reference.generate_input's tuple, how inputs are placed in
 emulated global memory, and how C is checked against reference.py (the leaderboard's tolerance).
 
-One Problem per leaderboard; DUAL_GEMM (nvfp4_dual_gemm, C = silu(A @ B1^T) * (A @ B2^T)) is the one today.
+One Problem per leaderboard: DUAL_GEMM (nvfp4_dual_gemm, C = silu(A @ B1^T) * (A @ B2^T), the default everywhere)
+and GEMM (nvfp4_gemm, C = A @ B^T: the same kernel with KernelConfig.problem "nvfp4_gemm", its own reference in
+nvfp4_gemm/reference.py). get_problem(name or Problem) -> the Problem.
 """
 from __future__ import annotations
 
@@ -31,6 +33,18 @@ class Problem:
     data_index: dict             # operand -> its index in reference.generate_input's tuple
     tensors: Callable            # (m, n, k, l) -> {operand: (DLDataType, shape, strides)} as the leaderboard has them
     reference_tile: Callable     # (reference module, data, rows, cols, batch) -> the expected fp16 tile of C
+    tune_space: str = "TUNE_SPACE"       # the submission's names of the problem's tuning space and config table
+    config_table: str = "CONFIG_TABLE"
+
+    def reference(self):
+        """The problem's reference module (utils.load_reference): generate_input, ref_kernel, check_implementation."""
+        from utils import load_reference
+
+        return load_reference(self.name)
+
+    def configs(self, sub) -> list:
+        """Every named config of the submission `sub` for this problem: its tuning space, then its config table."""
+        return list(getattr(sub, self.tune_space, ())) + list(getattr(sub, self.config_table, {}).values())
 
 
 def _fp4_scaled_tensors(fp4_rows: dict, m: int, n: int, k: int, l: int) -> dict:
@@ -71,6 +85,43 @@ DUAL_GEMM = Problem(
     tensors=dual_gemm_tensors,
     reference_tile=dual_gemm_reference_tile,
 )
+
+
+def gemm_tensors(m: int, n: int, k: int, l: int) -> dict[str, tuple[tuple, tuple, tuple]]:
+    """The 5 tensors nvfp4_gemm's kernel takes (DualGemmKernel.gemm: a, b, sfa_permuted, sfb_permuted, c) as the
+    leaderboard's torch tensors have them (submission.check_inputs of the 7-tuple)."""
+    return _fp4_scaled_tensors({"a": m, "b": n}, m, n, k, l)
+
+
+def gemm_reference_tile(reference, data, rows: slice, cols: slice, b: int) -> torch.Tensor:
+    """nvfp4_gemm/reference.py's exact dequantisation path for one tile of C."""
+    a, bm, sfa, sfb = data[:4]
+    with torch.no_grad(), reference.ieee_fp32_matmul():
+        c = reference.dequantize(a[rows, :, b], sfa[rows, :, b]) @ reference.dequantize(bm[cols, :, b], sfb[cols, :, b]).t()
+    return c.to(torch.float16)
+
+
+GEMM = Problem(
+    name="nvfp4_gemm",
+    operands=("a", "b", "sfa", "sfb", "c"),
+    data_index={"a": 0, "b": 1, "sfa": 4, "sfb": 5, "c": 6},
+    tensors=gemm_tensors,
+    reference_tile=gemm_reference_tile,
+    tune_space="GEMM_TUNE_SPACE",
+    config_table="GEMM_CONFIG_TABLE",
+)
+PROBLEMS = {p.name: p for p in (DUAL_GEMM, GEMM)}
+
+
+def get_problem(problem: "Problem | str | None" = None) -> Problem:
+    """A Problem from itself, its leaderboard name, or None (the dual GEMM)."""
+    if problem is None:
+        return DUAL_GEMM
+    if isinstance(problem, Problem):
+        return problem
+    if problem not in PROBLEMS:
+        raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {problem!r}")
+    return PROBLEMS[problem]
 
 
 def torch_bytes(t: torch.Tensor) -> tuple[np.ndarray, int]:

@@ -13,21 +13,24 @@ import time
 from emu.timing.call import timed_run
 
 from .capture import default_host_path
-from .problems import compare
+from .problems import compare, get_problem
 from .verdict import REPO, EmulationResult, launch_summary, prepare
 
 
 def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
                   seed: int = 1111, submission=None, costs=None, full_grid: bool = False, trace: bool = False,
-                  progress=None, sched_seed: int = 0, dsl: str = "default", host_path: str | None = None):
-    """Our kernel (submission.py or a copy) at one shape: (EmulationResult of the simulated clusters' C, TimedCall)."""
+                  progress=None, sched_seed: int = 0, dsl: str = "default", host_path: str | None = None,
+                  problem=None):
+    """Our kernel (submission.py or a copy) at one shape: (EmulationResult of the simulated clusters' C, TimedCall).
+    problem: the leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm)."""
     t0 = time.time()
+    problem = get_problem(problem)
     submission = submission or REPO / "submission.py"
     host_path = host_path or default_host_path()
-    prep = prepare(m, n, k, l, config_name, mode, seed, submission, None, None, dsl, host_path)
+    prep = prepare(m, n, k, l, config_name, mode, seed, submission, None, None, dsl, host_path, problem)
     if isinstance(prep, EmulationResult):
         return prep, None
-    import reference
+    reference = problem.reference()
 
     timed = timed_run(prep.cap, prep.gmem, costs, sched_seed, full_grid, trace, progress)
     res = EmulationResult(timed.status, prep.config.name, (m, n, k, l), mode, message=timed.message)
@@ -39,6 +42,6 @@ def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = 
         res.profile = prep.profile_words()
         res.status, res.message, res.checked_elements = compare(
             reference, prep.config, prep.data, prep.gmem, prep.addresses, timed.machine, m, n, l,
-            res.clusters_run == res.clusters_total)
+            res.clusters_run == res.clusters_total, problem)
     res.seconds = time.time() - t0
     return res, timed

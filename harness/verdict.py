@@ -1,7 +1,11 @@
 """Run the kernel of a submission file in the emulator on reference inputs and compare with reference.py.
 
     result = emulate(m, n, k, l, config_name=None, mode="strict", seed=1111, sched_seed=0,
-                     submission="submission.py", clusters="all", schedules=None)
+                     submission="submission.py", clusters="all", schedules=None, problem="nvfp4_dual_gemm")
+
+problem: the leaderboard problem (harness.problems: "nvfp4_dual_gemm", the default, or "nvfp4_gemm"), which picks the
+reference, the operands the host function takes and the submission's configs (TUNE_SPACE / CONFIG_TABLE or
+GEMM_TUNE_SPACE / GEMM_CONFIG_TABLE).
 
 Flow: reference.generate_input (CPU) -> the tensors' bytes in emulated global memory (C poisoned NaN)
 -> harness.capture.capture_launch (the submission's real host code: grid, cluster, shared memory, parameter
@@ -30,7 +34,7 @@ from emu import GlobalMemory, Schedule, run_kernel
 from emu.machine import POLICIES
 
 from .capture import CompileError, LaunchError, capture_launch, default_host_path
-from .problems import DT_I64, compare, place_inputs
+from .problems import DT_I64, compare, get_problem, place_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,15 +179,20 @@ def load_submission(path: Path):
     return mod
 
 
-def find_config(sub, m: int, n: int, k: int, l: int, config_name: str | None, submission):
-    """The submission's config by name (TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE), or the one it picks for the shape."""
+def find_config(sub, m: int, n: int, k: int, l: int, config_name: str | None, submission, problem=None):
+    """The submission's config by name (the problem's tuning space and config table: TUNE_SPACE, CONFIG_TABLE or
+    PROFILE_SPACE for the dual GEMM, GEMM_TUNE_SPACE or GEMM_CONFIG_TABLE for nvfp4_gemm), or the one it picks for the
+    shape."""
+    problem = get_problem(problem)
     if config_name is None:
-        return sub.config_for(m, n, k, l)
-    matches = [c for c in sub.TUNE_SPACE if c.name == config_name] + \
-              [c for c in sub.CONFIG_TABLE.values() if c.name == config_name] + \
-              [c for c in getattr(sub, "PROFILE_SPACE", ()) if c.name == config_name]
+        if problem.name == "nvfp4_dual_gemm":
+            return sub.config_for(m, n, k, l)
+        return sub.config_for(m, n, k, l, problem.name)
+    pool = problem.configs(sub) + (list(getattr(sub, "PROFILE_SPACE", ())) if problem.name == "nvfp4_dual_gemm" else [])
+    matches = [c for c in pool if c.name == config_name]
     if not matches:
-        raise SystemExit(f"no config named {config_name} in TUNE_SPACE, CONFIG_TABLE or PROFILE_SPACE of {submission}")
+        raise SystemExit(f"no config named {config_name} in {problem.tune_space}, {problem.config_table}"
+                         f"{' or PROFILE_SPACE' if problem.name == 'nvfp4_dual_gemm' else ''} of {submission}")
     return matches[0]
 
 
@@ -198,6 +207,7 @@ class Prepared:
     addresses: dict
     cap: object
     profile_shape: tuple | None = None  # (CTAs, words) of the profile buffer at addresses["profile"], if any
+    problem: object = None  # harness.problems.Problem (None: the dual GEMM)
 
     def profile_words(self):
         """The profile buffer as the kernel left it, or None for a config that does not profile."""
@@ -209,23 +219,23 @@ class Prepared:
 
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, submission: str | Path = REPO / "submission.py", sm_count: int | None = None,
-            input_seed: int | None = None, dsl: str = "default", host_path: str | None = None):
+            input_seed: int | None = None, dsl: str = "default", host_path: str | None = None, problem=None):
     """Prepared, or an EmulationResult saying why it cannot run: the config cannot implement this shape
     ("unsupported"), the kernel does not compile ("compile"), a B200 would refuse the launch ("launch"), or the capture
     cannot be made here ("unsupported")."""
+    problem = get_problem(problem)
     sub = load_submission(submission)
-    config = find_config(sub, m, n, k, l, config_name, submission)
+    config = find_config(sub, m, n, k, l, config_name, submission, problem)
     host_path = host_path or default_host_path()
     ok, why = sub.DualGemmKernel.can_implement(config, m, n, k, l)
     if not ok:
         return EmulationResult("unsupported", config.name, (m, n, k, l), mode,
                                message=f"{config.name} cannot implement {m}x{n}x{k}x{l}: {why}")
-    import reference
-
+    reference = problem.reference()
     data = reference.generate_input(m, n, k, l, seed if input_seed is None else input_seed, mode=mode, device="cpu")
-    data[9].fill_(float("nan"))
+    data[problem.data_index["c"]].fill_(float("nan"))
     gmem = GlobalMemory()
-    addresses = place_inputs(gmem, data, m, n, k, l)
+    addresses = place_inputs(gmem, data, m, n, k, l, problem)
     extra, profile_shape = (), None
     if getattr(config, "profile", False):
         # One record per CTA for the largest persistent grid, every word -1 (not written), as tools/profile.py has it.
@@ -234,14 +244,14 @@ def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         extra = (("profile", DT_I64, profile_shape, (profile_shape[1], 1)),)
     try:
         cap = capture_launch(str(submission), config, m, n, k, l, addresses, sm_count=sm_count, dsl=dsl,
-                             host_path=host_path, extra=extra)
+                             host_path=host_path, extra=extra, problem=problem)
     except CompileError as e:
         return EmulationResult("compile", config.name, (m, n, k, l), mode, message=str(e))
     except LaunchError as e:
         return EmulationResult("launch", config.name, (m, n, k, l), mode, message=str(e))
     except RuntimeError as e:  # the capture cannot be made here (e.g. a host function this DSL cannot export)
         return EmulationResult("unsupported", config.name, (m, n, k, l), mode, message=str(e))
-    return Prepared(config, data, gmem, addresses, cap, profile_shape)
+    return Prepared(config, data, gmem, addresses, cap, profile_shape, problem)
 
 
 def launch_summary(cap, host_path: str = "tvm_ffi", sm_count: int | None = None) -> dict:
@@ -254,20 +264,22 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
             dsl: str = "default", host_path: str | None = None, schedules=None,
-            stop_at_failure: bool = True, allow_notes: bool = False) -> EmulationResult:
+            stop_at_failure: bool = True, allow_notes: bool = False, problem=None) -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise. allow_notes: a MATCH with notes
-    passes (EmulationResult.passed); by default it fails, as it must for the kernel under development."""
+    passes (EmulationResult.passed); by default it fails, as it must for the kernel under development. problem: the
+    leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm)."""
     t0 = time.time()
+    problem = get_problem(problem)
     host_path = host_path or default_host_path()
     if sm_count is None:
-        sm_count = default_sm_count(find_config(load_submission(submission), m, n, k, l, config_name, submission),
-                                    m, n, l)
-    prep = prepare(m, n, k, l, config_name, mode, seed, submission, sm_count, input_seed, dsl, host_path)
+        sm_count = default_sm_count(find_config(load_submission(submission), m, n, k, l, config_name, submission,
+                                                problem), m, n, l)
+    prep = prepare(m, n, k, l, config_name, mode, seed, submission, sm_count, input_seed, dsl, host_path, problem)
     if isinstance(prep, EmulationResult):
         prep.seconds = time.time() - t0
         return prep
-    import reference
+    reference = problem.reference()
 
     config, data, gmem, addresses, cap = prep.config, prep.data, prep.gmem, prep.addresses, prep.cap
     plan = schedules_for(schedules, sched_seed)
@@ -293,7 +305,7 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         if run.status == "completed":
             one.status, one.message, res.checked_elements = compare(reference, config, data, gmem, addresses,
                                                                     run.machine, m, n, l,
-                                                                    run.clusters_run == run.clusters_total)
+                                                                    run.clusters_run == run.clusters_total, problem)
         one.seconds = time.time() - t1
         res.runs.append(one)
         if one.status != "match" and res.status == "match":

@@ -8,6 +8,7 @@
                             [--trace PATH] [--full-grid] [--costs FILE] [--cost NAME=VALUE ...]
     python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--no-refit] [--cost NAME=VALUE ...]
                             [--report PREFIX]
+    python tools/emulate.py --problem nvfp4_gemm --shape M,N,K [--timing] ...   # the single GEMM (leaderboard 597)
 
 Compiles the kernel from PATH (default submission.py) with config NAME (default: config_for(shape)),
 captures its real host-side launch (a launch a B200 would refuse ends there), runs every warp of the chosen
@@ -48,6 +49,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+# Every timed figure of nvfp4_gemm carries this (docs/timing_calibration.md: the timed emulator's two fitted rows were
+# fitted on public B200 points of gau-nernst's nvfp4_gemm kernels).
+GEMM_TIMED_CAVEAT = ("nvfp4_gemm: the timed emulator's fitted constants were fitted on gau-nernst's nvfp4_gemm v0, v3b "
+                     "and v4 (public B200 points), so these figures are not independent of that kernel family")
+
+
 def parse_shape(text: str) -> tuple:
     parts = [int(x) for x in text.split(",")]
     if len(parts) == 3:
@@ -62,6 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", type=parse_shape, default=None, help="M,N,K[,L] (required except with --calibration)")
     ap.add_argument("--config", default=None, help="a TUNE_SPACE / CONFIG_TABLE config name (default: config_for)")
     ap.add_argument("--mode", choices=("strict", "leaderboard"), default="strict", help="input generator")
+    ap.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm",
+                    help="the leaderboard problem: its reference, operands and configs (default nvfp4_dual_gemm; "
+                         "nvfp4_gemm: GEMM_TUNE_SPACE / GEMM_CONFIG_TABLE names)")
     ap.add_argument("--seed", type=int, default=0, help="added to every schedule's seed (warp order, async completion "
                                                         "order)")
     ap.add_argument("--schedules", type=int, default=None,
@@ -142,7 +152,8 @@ def main(argv=None) -> int:
     res = emulate(m, n, k, l, config_name=args.config, mode=args.mode, sched_seed=args.seed,
                   submission=args.submission, clusters=args.clusters, sm_count=args.sm_count,
                   progress=progress, input_seed=args.input_seed, dsl=args.dsl, host_path=args.host_path,
-                  schedules=args.schedule if args.schedule else args.schedules, allow_notes=args.allow_notes)
+                  schedules=args.schedule if args.schedule else args.schedules, allow_notes=args.allow_notes,
+                  problem=args.problem)
     print(res.summary())
     for line in res.note_lines():
         print("  " + line)
@@ -159,7 +170,7 @@ def main(argv=None) -> int:
             "clusters_total": res.clusters_total, "checked_elements": res.checked_elements, "stats": res.stats,
             "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed,
             "schedules": [{"schedule": r.schedule, "status": r.status, "seconds": round(r.seconds, 2)} for r in res.runs],
-            "input_seed": args.input_seed, "submission": args.submission}, indent=2))
+            "input_seed": args.input_seed, "submission": args.submission, "problem": args.problem}, indent=2))
     return res.exit_code
 
 
@@ -182,7 +193,7 @@ def _timed(args) -> int:
     res, timed = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
                                submission=args.submission, costs=costs, full_grid=args.full_grid,
                                trace=bool(args.trace), progress=progress, sched_seed=args.seed, dsl=args.dsl,
-                               host_path=args.host_path)
+                               host_path=args.host_path, problem=args.problem)
     print(res.summary())
     if res.status != "match":
         print(res.message)
@@ -207,6 +218,8 @@ def _timed(args) -> int:
             "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
             "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
     print(timed.line())
+    if args.problem == "nvfp4_gemm":
+        print("  " + GEMM_TIMED_CAVEAT)
     if not args.prior_costs:  # the band belongs to the fitted table, not to the prior or to overridden rows
         from calibration.timing import band_line, error_band
 

@@ -25,6 +25,22 @@ PUBLIC_BEST_US = {(256, 4096, 7168, 1): 12.4, (512, 4096, 7168, 1): 16.4, (256, 
                   (512, 3072, 7168, 1): 16.3}
 PUBLIC_BEST_GEOMEAN_US = 13.30
 
+# nvfp4_gemm (one product, docs/leaderboard.md §9): its speed of light (nvfp4_gemm/task.yml, from the leaderboard's
+# task.yml description: 8.994 / 2.354 / 1.333 us, geomean 3.04; each DRAM-bound at the rate above) and the public B200
+# times per benchmark shape of gau-nernst's "mix (4+3b)", the best published (measured, B200, gau-nernst/gpu-mode-kernels
+# @aee9cda nvidia/nvfp4_gemm/README.md).
+GEMM_SOL_GEOMEAN_US = 3.04
+GEMM_PUBLIC_BEST_US = {(128, 7168, 16384, 1): 18.3, (128, 4096, 7168, 1): 8.29, (128, 7168, 2048, 1): 6.54}
+GEMM_PUBLIC_BEST_GEOMEAN_US = 9.97
+GEMM_PUBLIC_BEST_NAME = "gau-nernst mix (4+3b)"
+
+
+def public_best(problem: str = "nvfp4_dual_gemm") -> tuple[dict, float, str]:
+    """(best public time per benchmark shape, its geomean, whose) of the problem: measured, B200."""
+    if problem == "nvfp4_gemm":
+        return GEMM_PUBLIC_BEST_US, GEMM_PUBLIC_BEST_GEOMEAN_US, GEMM_PUBLIC_BEST_NAME
+    return PUBLIC_BEST_US, PUBLIC_BEST_GEOMEAN_US, "gau-nernst v2"
+
 
 def geomean(xs) -> float:
     xs = list(xs)
@@ -59,19 +75,31 @@ def sol_table(task: Path) -> dict:
             for b in _benchmarks(task) if "sol_us" in b}
 
 
-def main() -> int:
-    """python tools/sol.py: each benchmark shape's speed of light (task.yml's and recomputed) and a
-    public time (gau-nernst v2; the final leaderboard's top score was 13.12, docs/leaderboard.md §7), geomeans."""
-    task = Path(__file__).resolve().parents[1] / "task.yml"
+def main(argv=None) -> int:
+    """python tools/sol.py [--problem nvfp4_gemm]: each benchmark shape's speed of light (task.yml's and recomputed)
+    and a public time (dual GEMM: gau-nernst v2, the final leaderboard's top score was 13.12, docs/leaderboard.md §7;
+    nvfp4_gemm: gau-nernst's mix, §9), geomeans."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="speed of light per benchmark shape")
+    ap.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm")
+    args = ap.parse_args([] if argv is None else argv)
+    root = Path(__file__).resolve().parents[1]
+    task = root / ("nvfp4_gemm/task.yml" if args.problem == "nvfp4_gemm" else "task.yml")
+    products = 1 if args.problem == "nvfp4_gemm" else 2
+    best, best_geo, whose = public_best(args.problem)
     table = sol_table(task)
-    print(f"{'shape':>22}  {'sol_us (task.yml)':>17}  {'recomputed':>10}  {'gau-nernst v2 (measured, B200)':>30}")
+    head = f"{whose} (measured, B200)"
+    print(f"{'shape':>22}  {'sol_us (task.yml)':>17}  {'recomputed':>10}  {head:>30}")
     for shape in benchmark_shapes(task):
-        print(f"{str(shape[:3]):>22}  {table.get(shape, float('nan')):17.3f}  {sol_us(*shape):10.3f}  "
-              f"{PUBLIC_BEST_US.get(shape, float('nan')):30.2f}")
-    print(f"{'geomean':>22}  {SOL_GEOMEAN_US:17.3f}  {geomean(sol_us(*s) for s in table):10.3f}  "
-          f"{PUBLIC_BEST_GEOMEAN_US:30.2f}")
+        print(f"{str(shape[:3]):>22}  {table.get(shape, float('nan')):17.3f}  {sol_us(*shape, products):10.3f}  "
+              f"{best.get(shape, float('nan')):30.2f}")
+    print(f"{'geomean':>22}  {geomean(table.values()):17.3f}  {geomean(sol_us(*s, products) for s in table):10.3f}  "
+          f"{best_geo:30.2f}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

@@ -24,6 +24,11 @@ held-out absolute error). Every figure is "timed": the timed emulator's, not a m
 
 --write rewrites only the entry lines of the CONFIG_TABLE block of submission.py (between the
 contract's marker lines); the rest of the file is left byte for byte.
+
+--problem nvfp4_gemm does the same for the single GEMM: its benchmark shapes (nvfp4_gemm/task.yml), its candidates
+(GEMM_TUNE_SPACE), its reference (nvfp4_gemm/reference.py) and its table (the GEMM_CONFIG_TABLE block); after --write,
+python tools/gemm_submission.py regenerates nvfp4_gemm/submission.py. Its timed figures carry the caveat that the timed
+emulator's fitted constants were fitted on gau-nernst's nvfp4_gemm v0, v3b and v4.
 """
 from __future__ import annotations
 
@@ -54,18 +59,26 @@ from tools import preflight, sol  # noqa: E402
 
 BEGIN = "# >>> config table (tools/tune.py --write rewrites this block)"
 END = "# <<< config table"
+# nvfp4_gemm's table (GEMM_CONFIG_TABLE) sits between its own marker lines
+GEMM_BEGIN = "# >>> gemm config table (tools/tune.py --problem nvfp4_gemm --write rewrites this block)"
+GEMM_END = "# <<< gemm config table"
+MARKERS = {"nvfp4_dual_gemm": (BEGIN, END), "nvfp4_gemm": (GEMM_BEGIN, GEMM_END)}
+GEMM_TIMED_CAVEAT = ("nvfp4_gemm: the timed emulator's fitted constants were fitted on gau-nernst's nvfp4_gemm v0, v3b "
+                     "and v4 (public B200 points), so these figures are not independent of that kernel family")
 ENTRY = re.compile(r"^\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)\s*:\s*(.+?),\s*$")
 
 
 # ----------------------------------------------------------------------------- config table rewrite
-def rewrite_table(text: str, chosen: dict) -> str:
-    """Return text with the CONFIG_TABLE entries for the shapes in `chosen` ({(m,n,k,l): "KernelConfig(...)"})
-    set; other entries, other lines of the block and everything outside the block are kept."""
+def rewrite_table(text: str, chosen: dict, problem: str = "nvfp4_dual_gemm") -> str:
+    """Return text with the CONFIG_TABLE entries (GEMM_CONFIG_TABLE's for nvfp4_gemm) for the shapes in `chosen`
+    ({(m,n,k,l): "KernelConfig(...)"}) set; other entries, other lines of the block and everything outside the block
+    are kept."""
+    begin, end = MARKERS[problem]
     lines = text.splitlines(keepends=True)
-    starts = [i for i, ln in enumerate(lines) if ln.strip() == BEGIN]
-    ends = [i for i, ln in enumerate(lines) if ln.strip() == END]
+    starts = [i for i, ln in enumerate(lines) if ln.strip() == begin]
+    ends = [i for i, ln in enumerate(lines) if ln.strip() == end]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise ValueError(f"expected exactly one '{BEGIN}' ... '{END}' block in submission.py")
+        raise ValueError(f"expected exactly one '{begin}' ... '{end}' block in submission.py")
     b, e = starts[0], ends[0]
     block = lines[b + 1:e]
     pending = {tuple(s): v for s, v in chosen.items()}
@@ -92,10 +105,11 @@ def rewrite_table(text: str, chosen: dict) -> str:
     return out
 
 
-def table_entries(text: str) -> dict:
+def table_entries(text: str, problem: str = "nvfp4_dual_gemm") -> dict:
     """{(m,n,k,l): 'KernelConfig(...)'} as written in the block (what --write produced)."""
-    b = text.index(BEGIN)
-    e = text.index(END, b)
+    begin, end = MARKERS[problem]
+    b = text.index(begin)
+    e = text.index(end, b)
     return {tuple(int(x) for x in m.groups()[:4]): m.group(5)
             for m in map(ENTRY.match, text[b:e].splitlines()) if m}
 
@@ -146,11 +160,18 @@ def worker(submission: Path, job_file: Path, result_file: Path) -> None:
     try:
         sub = preflight.load_submission(submission)
         cfg = pickle.loads(job["config"])
-        import reference
+        problem = job.get("problem", "nvfp4_dual_gemm")
         import test_benchmark
-        # custom_kernel resolves its config through config_for -> CONFIG_TABLE on every call
-        sub.CONFIG_TABLE[tuple(shape)] = cfg
-        assert sub.config_for(*shape) == cfg
+        from utils import load_reference
+
+        reference = load_reference(problem)
+        # custom_kernel resolves its config through config_for -> CONFIG_TABLE (GEMM_CONFIG_TABLE) on every call
+        if problem == "nvfp4_gemm":
+            sub.GEMM_CONFIG_TABLE[tuple(shape)] = cfg
+            assert sub.config_for(*shape, problem) == cfg
+        else:
+            sub.CONFIG_TABLE[tuple(shape)] = cfg
+            assert sub.config_for(*shape) == cfg
         t0 = time.time()
         sub.compile_config(cfg)
         res["compile_s"] = round(time.time() - t0, 2)
@@ -158,7 +179,7 @@ def worker(submission: Path, job_file: Path, result_file: Path) -> None:
         save()
         for mode in ("leaderboard", "strict"):
             data = reference.generate_input(*shape, seed=seed, mode=mode)
-            data[-1].fill_(float("nan"))  # an element the kernel does not write must fail the check
+            data[-1].fill_(float("nan"))  # an element the kernel does not write must fail the check (c is last)
             out = sub.custom_kernel(data)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
@@ -169,7 +190,7 @@ def worker(submission: Path, job_file: Path, result_file: Path) -> None:
                 return save()
         res["status"] = "correct"
         save()
-        stats = test_benchmark.benchmark_callable(sub.custom_kernel, *shape, seed)
+        stats = test_benchmark.benchmark_callable(sub.custom_kernel, *shape, seed, reference=reference)
         res.update({k: stats[k] for k in ("mean_us", "std_us", "err_us", "best_us", "worst_us", "runs") if k in stats})
         res["status"] = "ok"
     except Exception as e:
@@ -188,18 +209,20 @@ def tune(args) -> dict:
     sub = preflight.load_submission(args.submission)
     task = sol.benchmark_shapes(Path(args.task))
     seeds = {tuple(s): 1111 for s in task}
+    problem = args.problem
     import yaml
     for b in yaml.safe_load(Path(args.task).read_text())["benchmarks"]:
         seeds[(b["m"], b["n"], b["k"], b.get("l", 1))] = int(b.get("seed", 1111))
     label = f"measured ({info.get('device', 'cpu')})"
     out = {"device": info.get("device", "cpu"), "info": info, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "label": label,
-           "results": [], "chosen": {}}
+           "results": [], "chosen": {}, "problem": problem}
     with tempfile.TemporaryDirectory(prefix="tune_") as tmp:
         for shape in task:
-            for i, cfg in enumerate(sub.candidate_configs(*shape)):
+            for i, cfg in enumerate(candidates(sub, shape, problem)):
                 d = Path(tmp) / f"{'x'.join(map(str, shape))}_{i}"
                 d.mkdir()
-                (d / "job.pkl").write_bytes(pickle.dumps({"shape": shape, "seed": seeds[shape], "config": pickle.dumps(cfg)}))
+                (d / "job.pkl").write_bytes(pickle.dumps({"shape": shape, "seed": seeds[shape], "config": pickle.dumps(cfg),
+                                                          "problem": problem}))
                 t0 = time.time()
                 try:
                     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(args.submission),
@@ -226,6 +249,13 @@ def tune(args) -> dict:
     return out
 
 
+def candidates(sub, shape, problem: str = "nvfp4_dual_gemm") -> list:
+    """The submission's tuning candidates for a benchmark shape of the problem (candidate_configs)."""
+    if problem == "nvfp4_gemm":
+        return sub.candidate_configs(*shape, problem)
+    return sub.candidate_configs(*shape)
+
+
 def print_tune(out: dict) -> None:
     print(f"\nchosen configs ({out['label']}):")
     for shape, c in out["chosen"].items():
@@ -235,12 +265,15 @@ def print_tune(out: dict) -> None:
         print(f"  dropped {tuple(r['shape'][:3])} {r['config']}: {r['status']} {r.get('error', '')[:160]}")
     if out["chosen"]:
         g = sol.geomean(c["mean_us"] for c in out["chosen"].values())
-        print(f"geomean of chosen: {g:.2f} us ({out['label']}); speed of light {sol.SOL_GEOMEAN_US} us; "
-              f"best public {sol.PUBLIC_BEST_GEOMEAN_US} us")
+        problem = out.get("problem", "nvfp4_dual_gemm")
+        sol_geo = sol.GEMM_SOL_GEOMEAN_US if problem == "nvfp4_gemm" else sol.SOL_GEOMEAN_US
+        print(f"geomean of chosen: {g:.2f} us ({out['label']}); speed of light {sol_geo} us; "
+              f"best public {sol.public_best(problem)[1]} us")
 
 
 # ----------------------------------------------------------------------------- dry run (no GPU)
-def time_candidate(submission: str, shape: tuple, config_name: str, overrides: dict) -> dict:
+def time_candidate(submission: str, shape: tuple, config_name: str, overrides: dict,
+                   problem: str = "nvfp4_dual_gemm") -> dict:
     """One (shape, config) in the timed emulator (run in a worker process): the per-call time, what binds, and the
     emulated check of C on the clusters it simulated."""
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
@@ -253,7 +286,7 @@ def time_candidate(submission: str, shape: tuple, config_name: str, overrides: d
     row = {"shape": list(shape), "config": config_name}
     try:
         res, timed = timed_emulate(*shape, config_name=config_name, submission=submission,
-                                   costs=cost_table.load(overrides=overrides))
+                                   costs=cost_table.load(overrides=overrides), problem=problem)
         row["status"] = res.status
         row["message"] = (res.message or "")[:300]
         if timed is not None and timed.status == "completed":
@@ -265,13 +298,13 @@ def time_candidate(submission: str, shape: tuple, config_name: str, overrides: d
     return row
 
 
-def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int) -> dict:
+def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int, problem: str = "nvfp4_dual_gemm") -> dict:
     """{(shape, config name): time_candidate row} for every (shape, config) of todo, `jobs` processes at a time, a
     line on stderr as each finishes. Fresh (spawned) processes: the parent has the DSL loaded, a fork would copy it."""
     out = {}
     t0 = time.time()
     with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(time_candidate, str(submission), shape, name, overrides): (shape, name)
+        futures = {pool.submit(time_candidate, str(submission), shape, name, overrides, problem): (shape, name)
                    for shape, name in todo}
         for i, fut in enumerate(as_completed(futures), 1):
             shape, name = futures[fut]
@@ -309,7 +342,8 @@ def dry_run(args) -> dict:
     sub = preflight.load_submission(args.submission)
     shapes = sol.benchmark_shapes(Path(args.task))
     wanted = [n for n in (args.configs or "").split(",") if n]
-    cands = {s: [c for c in sub.candidate_configs(*s) if not wanted or c.name in wanted] for s in shapes}
+    problem = args.problem
+    cands = {s: [c for c in candidates(sub, s, problem) if not wanted or c.name in wanted] for s in shapes}
     unique = list(dict.fromkeys(c for lst in cands.values() for c in lst))
     if not unique:
         raise SystemExit(f"tune --dry-run: no candidate config{' named ' + args.configs if wanted else ''} for the "
@@ -336,7 +370,7 @@ def dry_run(args) -> dict:
         for cfg, rec in zip(unique, pool.map(lambda ic: preflight.run_config(ic[0], ic[1], pf_args, Path(tmp), tools), enumerate(unique))):
             compiled[cfg] = preflight.judge(rec, capacity)
     todo = [(s, c.name) for s in shapes for c in cands[s] if not compiled[c]]  # shape-major: one compile per config
-    timed = time_candidates(args.submission, todo, overrides, args.jobs)
+    timed = time_candidates(args.submission, todo, overrides, args.jobs, problem)
     costs_said = (f"emu/timing/b200.yaml with the calibration's fitted constants {band['fitted_overrides']} "
                   f"({band['source']}, engine {band['engine']})")
     if args.costs:
@@ -347,12 +381,16 @@ def dry_run(args) -> dict:
                  f"{band['abs_max']:.1%} (n={band['abs_n']})"
                  + (f"; measured with the calibration's constants, not with {args.costs}'s" if args.costs else ""))
     out = {"label": "compiled + timed (the timed emulator; no GPU, not measured)", "dsl": preflight.dsl_version(),
+           "problem": problem,
            "costs": {"table": "emu/timing/b200.yaml", "overrides": overrides, "said": costs_said},
            "error_band": band, "shapes": [], "chosen": {}}
     print(f"tune --dry-run ({preflight.dsl_version()}): {len(unique)} candidate configs compiled for sm_100a; "
           "times are timed (the timed emulator, emu/timing), not measured")
     print(f"cost table: {costs_said}")
     print(band_said)
+    if problem == "nvfp4_gemm":
+        print(GEMM_TIMED_CAVEAT)
+        out["caveat"] = GEMM_TIMED_CAVEAT
     w = max(len(c.name) for c in unique) + 1
     print(f"{'shape':20} {'config':{w}} {'preflight':10} {'timed us':9} {'vs best':8} {'status':10} binds")
     for shape in shapes:
@@ -380,9 +418,10 @@ def dry_run(args) -> dict:
         sols = sol.sol_table(Path(args.task))
         if len(out["chosen"]) == len(shapes) and all(s in sols for s in shapes):
             line += f"; speed of light {sol.geomean(sols[s] for s in shapes):.3f} us"
-        if len(out["chosen"]) == len(shapes) and all(s in sol.PUBLIC_BEST_US for s in shapes):
-            line += (f"; best public {sol.geomean(sol.PUBLIC_BEST_US[s] for s in shapes):.2f} us (measured, B200, "
-                     "docs/leaderboard.md §7)")
+        best, _, whose = sol.public_best(problem)
+        if len(out["chosen"]) == len(shapes) and all(s in best for s in shapes):
+            line += (f"; best public {sol.geomean(best[s] for s in shapes):.2f} us ({whose}, measured, B200, "
+                     f"docs/leaderboard.md {'§9' if problem == 'nvfp4_gemm' else '§7'})")
         print(line)
     out["wall_s"] = round(time.time() - t0, 1)
     print(f"dry run took {out['wall_s']} s")
@@ -396,7 +435,10 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--submission", default=str(REPO / "submission.py"))
-    ap.add_argument("--task", default=str(REPO / "task.yml"))
+    ap.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm",
+                    help="the leaderboard problem (default nvfp4_dual_gemm); nvfp4_gemm: nvfp4_gemm/task.yml's shapes, "
+                         "GEMM_TUNE_SPACE, the GEMM_CONFIG_TABLE block")
+    ap.add_argument("--task", default=None, help="task file (default: the problem's task.yml)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: compile all candidates, rank them by the timed emulator (timed, not measured); a "
                          "full sweep (about 160 timed runs) takes about 0.5-1.5 h on a 2-CPU machine with --jobs 2, "
@@ -414,10 +456,13 @@ def main(argv=None) -> int:
                     help="skip the SM100 check (tests the orchestration with a stand-in; its numbers say nothing of a B200)")
     args = ap.parse_args(argv)
     args.submission = Path(args.submission).resolve()
+    if args.task is None:
+        args.task = str(REPO / ("nvfp4_gemm/task.yml" if args.problem == "nvfp4_gemm" else "task.yml"))
     out = dry_run(args) if args.dry_run else tune(args)
     if not args.dry_run:
         print_tune(out)
-    path = Path(args.json or REPO / "build" / ("tune_dryrun.json" if args.dry_run else "tune.json"))
+    stem = ("tune_dryrun" if args.dry_run else "tune") + ("_gemm" if args.problem == "nvfp4_gemm" else "")
+    path = Path(args.json or REPO / "build" / f"{stem}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
     print(f"wrote {path}")
@@ -427,9 +472,11 @@ def main(argv=None) -> int:
             return 1
         chosen = {tuple(ast.literal_eval(s)): c["config_src"] for s, c in out["chosen"].items()}
         text = args.submission.read_text()
-        args.submission.write_text(rewrite_table(text, chosen))
+        args.submission.write_text(rewrite_table(text, chosen, args.problem))
         print(f"rewrote the config table of {args.submission} for {len(chosen)} shape(s)"
               + (" (from the timed emulator's ranking: timed, not measured)" if args.dry_run else ""))
+        if args.problem == "nvfp4_gemm":
+            print("now regenerate the submittable file: python tools/gemm_submission.py")
     return 0 if out["chosen"] else 1
 
 
