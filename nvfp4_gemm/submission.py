@@ -655,7 +655,7 @@ class DualGemmKernel:
             return cute.make_tensor(ptr, cute.make_layout((rows, k, l), stride=(k, 1, rows * k)))
 
         # 64-bit strides for C, as the TVM-FFI entry's C has: the kernel then gets the same parameter and the same
-        # device code on both entries (the emulator runs the TVM-FFI one; compared in tests/test_emu_kernel.py).
+        # device code on both entries (the emulator runs the TVM-FFI one; compared in tests/harness/test_verdict.py).
         n64 = cute.assume(cutlass.Int64(n), divby=64)
         c = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=(n64, 1, cute.assume(n64 * m, divby=64 * 128))))
         self._launch(operand(a_ptr, m), operand(b1_ptr, n), operand(b2_ptr, n), sfa_ptr, sfb1_ptr, sfb2_ptr, c)
