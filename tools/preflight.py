@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import glob
 import hashlib
 import itertools
 import importlib.metadata
@@ -32,7 +31,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import traceback
@@ -40,9 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SMEM_CAPACITY = 232448  # B200 max shared memory per block (opt-in), docs/leaderboard.md §1
+if str(REPO) not in sys.path:  # run as a script: the emulator's B200 facts and tool finder
+    sys.path.append(str(REPO))
+from emu.device import B200_LIMITS  # noqa: E402
+from emu.timing.sass import find_tool  # noqa: E402  (ptxas, cuobjdump, nvdisasm: $NAME, the pinned wheels, PATH)
+
+SMEM_CAPACITY = B200_LIMITS["smem_optin"]  # B200 max shared memory per block (opt-in), emu/device.py
 MIN_THREADS = 192       # issue 3: TMA warp + MMA warp + 4 epilogue warps
-REGS_PER_SM = 65536
+REGS_PER_SM = B200_LIMITS["regs_per_sm"]
 # Errors that 4.3.5 raises at its JIT step on a machine with no driver, after .ptx/.cubin are written.
 DRIVER_MISSING = {"DynamicLibNotFoundError", "CudaDriverDependencyError"}
 ENV_DUMP = ("CUTE_DSL_ARCH", "CUTE_DSL_KEEP_PTX", "CUTE_DSL_KEEP_CUBIN", "CUTE_DSL_KEEP",
@@ -50,30 +53,6 @@ ENV_DUMP = ("CUTE_DSL_ARCH", "CUTE_DSL_KEEP_PTX", "CUTE_DSL_KEEP_CUBIN", "CUTE_D
 
 
 # ----------------------------------------------------------------------------- tools
-def find_tool(name: str) -> dict | None:
-    """ptxas / cuobjdump / nvdisasm: $PTXAS etc., then the pip wheels installed into this interpreter's
-    environment (nvidia-cuda-nvcc, nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm: pinned by the project, so
-    the same tool in CI and here), then PATH, then /usr/local/cuda."""
-    cands = []
-    if os.environ.get(name.upper()):
-        cands.append((os.environ[name.upper()], f"${name.upper()}"))
-    for sp in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
-        for p in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "bin", name))):
-            cands.append((p, "pip wheel"))
-    if shutil.which(name):
-        cands.append((shutil.which(name), "PATH"))
-    cands.append((f"/usr/local/cuda/bin/{name}", "/usr/local/cuda"))
-    for path, origin in cands:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            try:
-                out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            m = re.search(r"release ([\d.]+), V([\d.]+)", out)
-            return {"path": path, "origin": origin, "version": m.group(2) if m else out.strip()[-40:]}
-    return None
-
-
 def dsl_version() -> str:
     try:
         return importlib.metadata.version("nvidia-cutlass-dsl")

@@ -89,7 +89,9 @@ def ptx_kind(ins) -> str | None:
 # ------------------------------------------------------------------ tools
 @lru_cache(maxsize=None)
 def find_tool(name: str) -> dict | None:
-    """{"path", "origin", "version"} of nvdisasm / cuobjdump, or None."""
+    """{"path", "origin", "version"} of a CUDA binary tool (nvdisasm, cuobjdump, ptxas), or None: $NAME (upper case),
+    then the pip wheels in this interpreter's environment (nvidia-cuda-nvcc, -cuobjdump, -nvdisasm: pinned by the
+    project, so the same tool in CI and here), then PATH, then /usr/local/cuda."""
     cands = []
     if os.environ.get(name.upper()):
         cands.append((os.environ[name.upper()], f"${name.upper()}"))
