@@ -213,7 +213,7 @@ def predict(shape: tuple, config: str, overrides: dict, submission: Path, label:
 
     m, n, k, l = shape
     res, timed = timed_emulate(m, n, k, l, config_name=config, submission=submission,
-                               costs=cost_table.load(overrides=overrides))
+                               costs=cost_table.load(overrides=overrides, prior=True))
     if timed is None or timed.status != "completed" or res.profile is None or res.status != "match":
         raise RuntimeError(f"timed emulation of {config} at {shape} did not complete: {res.status} {res.message[:500]}")
     sub = load_submission(submission)
@@ -231,7 +231,7 @@ def stand_in(shape: tuple, config: str, overrides: dict, submission: Path, calls
     from emu.timing import costs as cost_table
 
     one = predict(shape, config, overrides, submission, label="timed stand-in (not a measurement)")
-    ghz = cost_table.load(overrides=overrides).clock_ghz
+    ghz = cost_table.load(overrides=overrides, prior=True).clock_ghz
     layout = one.layout
     words = np.repeat(one.words, calls, axis=0)
     stamp = np.zeros(layout.words, bool)
@@ -341,7 +341,7 @@ def analyse_shape(job: dict) -> dict:
 
     measured = job["measured"]
     submission, base = Path(job["submission"]), job["base_overrides"]
-    costs = cost_table.load(overrides=base)
+    costs = cost_table.load(overrides=base, prior=True)  # a B200 profile refits the fitted rows from their priors
     print(f"[{_tag(measured.shape)}] the timed emulator on {measured.config} (prior costs)", flush=True)
     timed = predict(measured.shape, measured.config, base, submission)
     sm, st = statistics(measured), statistics(timed)

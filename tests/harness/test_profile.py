@@ -53,9 +53,11 @@ def test_timed_profile_agrees_with_the_machines_marks(config):
     stage seen between the first TMA issue and the first MMA (the MMA warp's first-tile setup between); the mainloop
     end between the first MMA and the last MMA's completion; each accumulator got one mbarrier wake-up (plus a few
     instructions) after a commit arrived; the PDL release within a few cycles; exit before the last warp is done."""
+    from emu.timing import costs as cost_table
     from harness.timed import timed_emulate
 
-    res, timed = timed_emulate(256, 512, 1024, 1, config_name=config)
+    # the prior table: the fitted per-CTA start would put every CTA's first stamp past the PDL release
+    res, timed = timed_emulate(256, 512, 1024, 1, config_name=config, costs=cost_table.load(prior=True))
     assert res.status == "match", res.message
     m = timed.machine
     c = m.costs
@@ -182,7 +184,7 @@ def test_fit_reads_the_launch_stagger_as_cta_start_cycles():
     w[:, 1, entry] += 400
     w[:, 1, entry + 1] += round(400 * ghz)
     staggered = dataclasses.replace(measured, words=w)
-    fit = tool.fit_closed_form(tool.statistics(staggered), tool.statistics(timed), True, cost_table.load())
+    fit = tool.fit_closed_form(tool.statistics(staggered), tool.statistics(timed), True, cost_table.load(prior=True))
     assert fit["cta_start_cycles"]["value"] == pytest.approx(200 * ghz, rel=0.02)
     assert fit["pdl_cta_start_us"]["value"] == pytest.approx(0.5, abs=0.005)
 

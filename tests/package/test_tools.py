@@ -503,7 +503,7 @@ def check_implementation(data, output):
 FAKE_BENCH = '''import sys
 
 
-def benchmark_callable(fn, m, n, k, l, seed, *, progress=None):
+def benchmark_callable(fn, m, n, k, l, seed, *, progress=None, reference=None):
     cfg = sys.modules["submission"].config_for(m, n, k, l)
     t = {(128, 128): 10.0, (128, 64): 1.0}[cfg.mma_tile_mn]
     return {"mean_us": t, "std_us": 0.1, "err_us": 0.01, "best_us": t, "worst_us": t, "runs": 3}
