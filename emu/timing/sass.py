@@ -87,14 +87,18 @@ def ptx_kind(ins) -> str | None:
 
 
 # ------------------------------------------------------------------ tools
-@lru_cache(maxsize=None)
 def find_tool(name: str) -> dict | None:
     """{"path", "origin", "version"} of a CUDA binary tool (nvdisasm, cuobjdump, ptxas), or None: $NAME (upper case),
     then the pip wheels in this interpreter's environment (nvidia-cuda-nvcc, -cuobjdump, -nvdisasm: pinned by the
-    project, so the same tool in CI and here), then PATH, then /usr/local/cuda."""
+    project, so the same tool in CI and here), then PATH, then /usr/local/cuda. Looked up once per (name, $NAME)."""
+    return _find_tool(name, os.environ.get(name.upper()))
+
+
+@lru_cache(maxsize=None)
+def _find_tool(name: str, override: str | None) -> dict | None:
     cands = []
-    if os.environ.get(name.upper()):
-        cands.append((os.environ[name.upper()], f"${name.upper()}"))
+    if override:
+        cands.append((override, f"${name.upper()}"))
     for sp in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
         for p in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "bin", name))):
             cands.append((p, "pip wheel"))
