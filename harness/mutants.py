@@ -62,6 +62,8 @@ C_AC = "m128n64_c1x1_e32_ac"
 C2_AC = "m256n64_c2x1_e32_ac"
 C_TAIL = "m256n64_c2x1_e32_ac_t2"
 C_SPLIT = "m256n128_c2x1_e16_sk2"
+C_RS = "m256n128_c2x1_e16_sk2_rs"
+C_RS3 = "m256n128_c2x1_e16_sk3_rs"
 C_PAIR = "m128n128_c1x1_e32_ppc"
 C2_128_EP = "m256n128_c2x1_e16_ep"
 MMA_THEN_CP = ("note:tcgen05-mma-then-cp-unordered",)  # emu.ordering: the rule each ordering mutant trips
@@ -183,7 +185,7 @@ MUTANTS = (
            "        cute.arch.mbarrier_wait(xring.full + slots.index, slots.phase ^ 1)\n", "        pass\n", C_PAIR,
            (128, 128, 512, 1)),
     Mutant("exchange_slot_not_freed", "exchange: receiver never frees a slot",
-           "        cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)\n", "        pass\n", C_PAIR,
+           "        cute.arch.mbarrier_arrive(self._exchange_empty(xring, slots, receiver), sender_rank)\n", "        pass\n", C_PAIR,
            (128, 128, 512, 1)),
     Mutant("exchange_expect_tx_short", "exchange: expect-tx bytes short",
            "len(fragments) * self.epi_tile_n * 4, dst_rank)", "len(fragments) * self.epi_tile_n * 4 - 16, dst_rank)",
@@ -197,6 +199,26 @@ MUTANTS = (
     Mutant("split_k_slices_overlap", "split-K: K slices overlap",
            "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
            "            k_tile_cnt = k_tile_cnt - k_first\n", C_SPLIT, (256, 128, 512, 1)),
+    # split_k with reduce_scatter: who owns which subtile, the partials added, the per-receiver empty barriers, the
+    # null sends of an uneven last round, the drain of every slice
+    Mutant("rs_partial_dropped", "reduce-scatter: the owner adds one partial fewer",
+           "        for q in cutlass.range_constexpr(self.config.split_k - 1):\n            for a in",
+           "        for q in cutlass.range_constexpr(self.config.split_k - 2):\n            for a in", C_RS,
+           (256, 128, 512, 1)),
+    Mutant("rs_wrong_own_subtile", "reduce-scatter: a slice reduces and stores a subtile it does not own",
+           "            subtile = rnd * split + part\n", "            subtile = rnd * split + (part + 1) % split\n",
+           C_RS, (256, 128, 512, 1)),
+    Mutant("rs_senders_collide", "reduce-scatter: two senders write the same fragment set of the owner's slot",
+           "self._exchange_send(xring, slots, accs, products * (split - 1 - j), first_rank + owner * step,\n",
+           "self._exchange_send(xring, slots, accs, 0, first_rank + owner * step,\n", C_RS3, (256, 128, 768, 1)),
+    Mutant("rs_null_send_missing", "reduce-scatter: no arrival for a subtile that does not exist (uneven last round)",
+           "                        self._exchange_send(xring, slots, (), 0, first_rank + owner * step, tidx, j - 1)\n",
+           "                        pass\n", C_RS3, (256, 128, 768, 1)),
+    Mutant("rs_not_drained", "reduce-scatter: a slice exits before its receivers have freed its slots",
+           "            if cutlass.const_expr(self.exchange[\"bytes\"]):\n"
+           "                self._exchange_drain(xring, exchange_state, part)\n",
+           "            if cutlass.const_expr(self.exchange[\"bytes\"] and not self.config.reduce_scatter):\n"
+           "                self._exchange_drain(xring, exchange_state, part)\n", C_RS, (256, 128, 512, 1)),
     # product_per_cta: which half goes to the peer, which product each CTA loads
     Mutant("pair_sends_own_half", "product pair: a CTA sends the half it stores itself",
            "tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)",
@@ -270,6 +292,9 @@ GEMM_MUTANTS = (
     Mutant("gemm_split_k_slices_overlap", "single GEMM, split-K: K slices overlap",
            "            k_tile_cnt = (part + 1) * k_tile_cnt // self.config.split_k - k_first\n",
            "            k_tile_cnt = k_tile_cnt - k_first\n", G_SPLIT, (128, 256, 512, 1), problem="nvfp4_gemm"),
+    Mutant("gemm_rs_wrong_own_subtile", "single GEMM, reduce-scatter: a slice stores a subtile it does not own",
+           "            subtile = rnd * split + part\n", "            subtile = rnd * split + (part + 1) % split\n",
+           "gemm_m128n128_c1x1_e16_sk3_rs", (128, 256, 768, 1), problem="nvfp4_gemm"),
 )
 
 

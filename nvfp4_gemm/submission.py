@@ -178,6 +178,12 @@ class KernelConfig:
                  of the split accumulates its share of the k-tiles, slices 1.. send their partial accumulators
                  through distributed shared memory (st.async) to slice 0, which adds them and runs the one epilogue.
                  More CTAs for shapes whose tiles leave SMs idle. 1: off, PTX unchanged. Name suffix _sk<S>.
+    reduce_scatter: split_k's exchange as a reduce-scatter (issue 22): the tile's epilogue subtiles are dealt round
+                 robin to the S slices (subtile i to slice i % S); each slice sends its partial accumulators of the
+                 other slices' subtiles to their owners, adds the S - 1 partials it receives for its own and runs
+                 silu * mul and the stores on those only. Every slice receives 1/S of the bytes slice 0 receives
+                 without it, and the epilogue is shared S ways instead of run by one CTA. Needs split_k > 1; off,
+                 the PTX is unchanged. Suffix _rs.
     tail_k_tiles: the last T k-tiles of each tile compute A@B1 first (their stages stay held), hand acc1 to the
                  epilogue through its own barrier, then A@B2 over the same stages, so silu(acc1) overlaps the second
                  product's tail (guaguabear's design, from arseni's write-up). 0: off, PTX unchanged. Suffix _t<T>.
@@ -217,6 +223,7 @@ class KernelConfig:
     pdl: bool = True
     a_collector: bool = False
     split_k: int = 1
+    reduce_scatter: bool = False
     tail_k_tiles: int = 0
     product_per_cta: bool = False
     silu_tanh: bool = False
@@ -256,7 +263,7 @@ class KernelConfig:
             f"m{self.mma_tile_mn[0]}n{self.mma_tile_mn[1]}_c{self.cluster_mn[0]}x{self.cluster_mn[1]}"
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
-            f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
+            f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{'_rs' if self.reduce_scatter else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
             f"{'_ppc' if self.product_per_cta else ''}"
             f"{'_th' if self.silu_tanh else ''}{'_ep' if self.epi_pipeline else ''}"
             f"{'_ld16' if self.epi_ld_16x256b else ''}"
@@ -300,6 +307,9 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     # 48), the tail on the CONFIG_TABLE tiles, one product per CTA of a pair (1- and 2-CTA MMA, N 128 and 256).
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=2),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=3),
+    # The same K splits as a reduce-scatter (issue 22): every slice runs the epilogue of 1/S of the tile.
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=2, reduce_scatter=True),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=3, reduce_scatter=True),
     KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True, tail_k_tiles=2),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=2),
     KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1), product_per_cta=True),
@@ -344,6 +354,10 @@ GEMM_TUNE_SPACE = tuple(
     KernelConfig(mma_tile_mn=(128, 64), l2_prefetch_k_tiles=2, problem=GEMM_PROBLEM),
     KernelConfig(mma_tile_mn=(128, 64), epi_tile_n=16, split_k=2, l2_prefetch_k_tiles=2, problem=GEMM_PROBLEM),
     KernelConfig(mma_tile_mn=(128, 128), epi_tile_n=16, split_k=2, l2_prefetch_k_tiles=2, problem=GEMM_PROBLEM),
+) + tuple(
+    # The K split as a reduce-scatter (issue 22): the table's two split tiles, and 8 subtiles over 3 slices (uneven).
+    KernelConfig(mma_tile_mn=(128, tile_n), epi_tile_n=16, split_k=split, reduce_scatter=True, problem=GEMM_PROBLEM)
+    for tile_n, split in ((64, 2), (128, 2), (128, 3))
 )
 
 # tools/profile.py's configs: the profiling twin of every CONFIG_TABLE and TUNE_SPACE config (name suffix _prof).
@@ -489,6 +503,8 @@ class DualGemmKernel:
                            "tail_k_tiles, product_per_cta) run their own")
         if config.split_k not in (1, 2, 3, 4):
             return False, "split_k must be 1 (off), 2, 3 or 4"
+        if config.reduce_scatter and config.split_k == 1:
+            return False, "reduce_scatter is a form of split_k's exchange: it needs split_k > 1"
         if config.tile_ctas > 1 and (cn != 1 or cm * config.tile_ctas > 8):
             return False, ("split_k / product_per_cta place their CTAs along the cluster's N direction: cluster N must "
                            "be 1 and the cluster at most 8 CTAs (the portable cluster size)")
@@ -570,16 +586,19 @@ class DualGemmKernel:
         """The distributed-shared-memory exchange of split_k / product_per_cta: a ring of EXCHANGE_SLOTS slots in
         the receiving CTA, each holding, per epilogue subtile, every incoming fragment (128 rows x epi_tile_n fp32 of
         one accumulator) of every sender. split_k: slices 1.. send acc1 and acc2 (the single GEMM: its one
-        accumulator) to slice 0; product_per_cta: each CTA sends one accumulator's half to its peer."""
+        accumulator) to slice 0, or with reduce_scatter every slice to every other, each the S - 1 partials of the
+        subtiles it owns; product_per_cta: each CTA sends one accumulator's half to its peer. empty_barriers: one
+        per slot and receiver this CTA sends to (reduce_scatter: S - 1 receivers; else 1)."""
         if config.split_k > 1:
             fragments = (config.split_k - 1) * (1 if config.single_product else 2)
         elif config.product_per_cta:
             fragments = 1
         else:
-            return {"bytes": 0, "fragments": 0, "fragment_bytes": 0}
+            return {"bytes": 0, "fragments": 0, "fragment_bytes": 0, "empty_barriers": 0}
         fragment_bytes = config.cta_tile_mn[0] * config.epi_tile_n * 4
+        receivers = config.split_k - 1 if config.reduce_scatter else 1
         return {"bytes": EXCHANGE_SLOTS * fragments * fragment_bytes, "fragments": fragments,
-                "fragment_bytes": fragment_bytes}
+                "fragment_bytes": fragment_bytes, "empty_barriers": EXCHANGE_SLOTS * receivers}
 
     # ------------------------------------------------------------------ host side
     def _make_tiled_mmas(self):
@@ -827,7 +846,7 @@ class DualGemmKernel:
                 acc1_mbar: cute.struct.MemRange[cutlass.Int64, 2 * self.num_acc_stage]  # acc1's full (and empty)
             if self.exchange["bytes"]:
                 exchange_full_mbar: cute.struct.MemRange[cutlass.Int64, EXCHANGE_SLOTS]
-                exchange_empty_mbar: cute.struct.MemRange[cutlass.Int64, EXCHANGE_SLOTS]
+                exchange_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.exchange["empty_barriers"]]
             sA: buffer(AB_DTYPE, self.a_smem_layout_staged.outer)
             sB1: buffer(AB_DTYPE, self.b_smem_layout_staged.outer)
             if self.accs_per_stage == 2:
@@ -1176,6 +1195,12 @@ class DualGemmKernel:
                     self._stamp_handoff(prof, tidx, acc_consumer_state.count, 0)
                 if cutlass.const_expr(self.config.tail_k_tiles):
                     self._epilogue_tail(epi, acc_pipeline, acc_consumer_state, tTR_tAcc1, tTR_tAcc2, tTR_gC)
+                elif cutlass.const_expr(self.config.reduce_scatter and self.single_product):
+                    exchange_state = self._epilogue_reduce_scatter(epi, xring, part, tidx, (tTR_tAcc1,), tTR_gC,
+                                                                   exchange_state)
+                elif cutlass.const_expr(self.config.reduce_scatter):
+                    exchange_state = self._epilogue_reduce_scatter(epi, xring, part, tidx, (tTR_tAcc1, tTR_tAcc2),
+                                                                   tTR_gC, exchange_state)
                 elif cutlass.const_expr(self.config.split_k > 1 and self.single_product):
                     exchange_state = self._epilogue_split_k(epi, xring, part, tidx, (tTR_tAcc1,), tTR_gC,
                                                             exchange_state)
@@ -1441,6 +1466,70 @@ class DualGemmKernel:
         return slots
 
     @cute.jit
+    def _epilogue_reduce_scatter(self, epi, xring, part, tidx, tTR_tAccs, tTR_gC, slots):
+        """split_k with reduce_scatter, after the accumulator-full wait. Subtile i belongs to slice i % S. Round r takes
+        subtiles rS .. rS + S - 1: each slice sends its partial accumulators (tTR_tAccs: acc1 and acc2, or the single
+        GEMM's one, P of them) of the other slices' subtiles to their owners, then adds the S - 1 partials of its own
+        subtile to its accumulators, runs silu * mul (the dual GEMM) and stores it. One ring slot per round in every
+        CTA: the sender j places ahead of the owner (j = 1 .. S - 1, cyclically) writes fragments P (S - 1 - j) ..
+        into the owner's slot and waits on its own empty barrier j - 1 of that slot, which only that owner frees. In
+        a last round with fewer than S subtiles, a slice whose subtile does not exist still takes part (a sender
+        arrives without data, the owner waits and frees the slot), so every CTA's slots keep the same phase."""
+        split = self.config.split_k
+        products = len(tTR_tAccs)
+        subtiles = cute.size(tTR_tAccs[0], mode=[3])
+        step = self.launch_cluster_mn[0]  # cluster ranks between slices s and s + 1 of one tile
+        first_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) - part * step
+        accs = tuple(cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(products))
+        partial = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
+        rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
+        for rnd in cutlass.range_constexpr((subtiles + split - 1) // split):
+            whole = (rnd + 1) * split <= subtiles  # every slice owns a subtile of this round
+            for j in cutlass.range_constexpr(1, split):
+                owner = (part + j) % split
+                subtile = rnd * split + owner
+                if cutlass.const_expr(whole):
+                    for acc, tTR_tAcc in zip(accs, tTR_tAccs):
+                        cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], acc)
+                    self._exchange_send(xring, slots, accs, products * (split - 1 - j), first_rank + owner * step,
+                                        tidx, j - 1)
+                else:
+                    if subtile < subtiles:
+                        for acc, tTR_tAcc in zip(accs, tTR_tAccs):
+                            cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], acc)
+                        self._exchange_send(xring, slots, accs, products * (split - 1 - j),
+                                            first_rank + owner * step, tidx, j - 1)
+                    else:
+                        self._exchange_send(xring, slots, (), 0, first_rank + owner * step, tidx, j - 1)
+            subtile = rnd * split + part
+            self._exchange_wait_full(xring, slots)
+            if cutlass.const_expr(whole):
+                self._reduce_own_subtile(epi, xring, slots, tidx, tTR_tAccs, tTR_gC, subtile, accs, partial, rC)
+            else:
+                if subtile < subtiles:
+                    self._reduce_own_subtile(epi, xring, slots, tidx, tTR_tAccs, tTR_gC, subtile, accs, partial, rC)
+            for q in cutlass.range_constexpr(split - 1):  # fragment set q came from the slice q + 1 places behind
+                self._exchange_release(xring, slots, first_rank + (part + q + 1) % split * step, split - 2 - q)
+            slots.advance()
+        return slots
+
+    @cute.jit
+    def _reduce_own_subtile(self, epi, xring, slots, tidx, tTR_tAccs, tTR_gC, subtile, accs, partial, rC):
+        """reduce_scatter: this slice's subtile, its own partials plus the S - 1 received (after the full wait), then
+        silu * mul (the dual GEMM), fp16, stored to C."""
+        products = len(tTR_tAccs)
+        for acc, tTR_tAcc in zip(accs, tTR_tAccs):
+            cute.copy(epi.copy_t2r, tTR_tAcc[(None, None, None, subtile)], acc)
+        for q in cutlass.range_constexpr(self.config.split_k - 1):
+            for a in cutlass.range_constexpr(products):
+                self._exchange_read(xring, slots, products * q + a, tidx, partial)
+                add_(accs[a], partial)
+        if cutlass.const_expr(products == 2):
+            self.silu_mul(accs[0], accs[1])
+        rC.store(accs[0].load().to(C_DTYPE))
+        cute.copy(epi.store, rC, tTR_gC[(None, None, None, subtile)])
+
+    @cute.jit
     def _epilogue_convert_store(self, epi, tTR_tAcc, tTR_gC):
         """The single GEMM's epilogue, after the accumulator-full wait: per subtile, its accumulator from tensor memory,
         converted to fp16 (cvt.rn), stored to C. The caller releases the stage."""
@@ -1490,9 +1579,19 @@ class DualGemmKernel:
         threads = 32 * len(self.EPILOGUE_WARPS)
         if warp_idx == self.EPILOGUE_WARPS[0]:
             with cute.arch.elect_one():
+                receivers = self.exchange["empty_barriers"] // EXCHANGE_SLOTS
                 for slot in cutlass.range_constexpr(EXCHANGE_SLOTS):
                     cute.arch.mbarrier_init(xring.full + slot, threads * senders)
-                    cute.arch.mbarrier_init(xring.empty + slot, threads)
+                    for receiver in cutlass.range_constexpr(receivers):
+                        cute.arch.mbarrier_init(xring.empty + slot * receivers + receiver, threads)
+
+    def _exchange_empty(self, xring, slots, receiver=0):
+        """This CTA's empty barrier of slot `slots` for its `receiver`-th receiver (reduce_scatter: one per slot and
+        receiver, since slots freed by different receivers must not complete one barrier's phase; else the slot's)."""
+        receivers = self.exchange["empty_barriers"] // EXCHANGE_SLOTS
+        if cutlass.const_expr(receivers == 1):
+            return xring.empty + slots.index
+        return xring.empty + slots.index * receivers + receiver
 
     def _exchange_address(self, xring, slots, fragment, tidx):
         slot_bytes = self.exchange["bytes"] // EXCHANGE_SLOTS
@@ -1500,11 +1599,13 @@ class DualGemmKernel:
                 + fragment * self.exchange["fragment_bytes"] + tidx * 16)
 
     @cute.jit
-    def _exchange_send(self, xring, slots, fragments, first_fragment, dst_rank, tidx):
+    def _exchange_send(self, xring, slots, fragments, first_fragment, dst_rank, tidx, receiver=0):
         """Once the receiver has freed slot `slots`, st.async this thread's registers of `fragments` into it, as
-        fragments first_fragment.., and arrive on its full barrier expecting those bytes. The tcgen05 fences order this
-        thread's tensor-memory loads with the receiver's (PTX ISA 9.7.16.6.3) across both barriers."""
-        cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+        fragments first_fragment.., and arrive on its full barrier expecting those bytes (none: an arrival alone, for
+        a subtile that does not exist). The tcgen05 fences order this thread's tensor-memory loads with the
+        receiver's (PTX ISA 9.7.16.6.3) across both barriers. receiver: which of this CTA's empty barriers of the slot
+        the receiver frees (_exchange_empty)."""
+        cute.arch.mbarrier_wait(self._exchange_empty(xring, slots, receiver), slots.phase)
         tcgen05_fence_after_thread_sync()
         tcgen05_fence_before_thread_sync()  # each st.async's complete-tx is a release the receiver acquires
         full = xring.full + slots.index
@@ -1532,17 +1633,20 @@ class DualGemmKernel:
                 out[4 * j + e] = values[e]
 
     @cute.jit
-    def _exchange_release(self, xring, slots, sender_rank):
+    def _exchange_release(self, xring, slots, sender_rank, receiver=0):
+        """Free slot `slots` for the sender of cluster rank sender_rank, whose `receiver`-th receiver this CTA is."""
         tcgen05_fence_before_thread_sync()
-        cute.arch.mbarrier_arrive(xring.empty + slots.index, sender_rank)
+        cute.arch.mbarrier_arrive(self._exchange_empty(xring, slots, receiver), sender_rank)
 
     @cute.jit
     def _exchange_drain(self, xring, slots, part):
-        """A sending CTA waits until its receiver has read the last slots: it may not exit while the receiver's
-        remote arrivals on its barriers are still to come."""
-        if part != 0 or cutlass.const_expr(self.config.product_per_cta):
+        """A sending CTA waits until its receivers have read the last slots: it may not exit while the receivers'
+        remote arrivals on its barriers are still to come (reduce_scatter: every CTA sends, to S - 1 receivers)."""
+        receivers = self.exchange["empty_barriers"] // EXCHANGE_SLOTS
+        if part != 0 or cutlass.const_expr(self.config.product_per_cta or self.config.reduce_scatter):
             for _ in cutlass.range_constexpr(EXCHANGE_SLOTS):
-                cute.arch.mbarrier_wait(xring.empty + slots.index, slots.phase)
+                for receiver in cutlass.range_constexpr(receivers):
+                    cute.arch.mbarrier_wait(self._exchange_empty(xring, slots, receiver), slots.phase)
                 slots.advance()
 
     def _ring_and_loads(

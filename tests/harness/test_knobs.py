@@ -1,4 +1,5 @@
-"""The tile-protocol knobs of issue 13 (split_k, tail_k_tiles, product_per_cta): what a config may combine, what
+"""The tile-protocol knobs of issue 13 (split_k, tail_k_tiles, product_per_cta) and issue 22 (split_k's
+reduce_scatter): what a config may combine, what
 plan() reserves, and (slow) the knobs' configs in the emulator with CTAs that walk several tiles, so the ring, the
 accumulator stages and the exchange slots wrap (emulated, no GPU)."""
 from __future__ import annotations
@@ -14,6 +15,7 @@ KNOBS = [c for c in S.TUNE_SPACE if c.split_k > 1 or c.tail_k_tiles or c.product
 
 def test_tune_space_holds_each_knob():
     assert {c.split_k for c in KNOBS} >= {2, 3}
+    assert {c.split_k for c in KNOBS if c.reduce_scatter} >= {2, 3}  # 3 deals 8 subtiles unevenly: a partial round
     assert any(c.tail_k_tiles for c in KNOBS) and any(c.product_per_cta for c in KNOBS)
     names = [c.name for c in S.TUNE_SPACE]
     assert len(names) == len(set(names))
@@ -21,6 +23,7 @@ def test_tune_space_holds_each_knob():
         assert (f"_sk{c.split_k}" in c.name) == (c.split_k > 1)
         assert (f"_t{c.tail_k_tiles}" in c.name) == bool(c.tail_k_tiles)
         assert c.name.endswith("_ppc") == c.product_per_cta
+        assert ("_rs" in c.name) == c.reduce_scatter
 
 
 @pytest.mark.parametrize("cfg, why", [
@@ -31,6 +34,7 @@ def test_tune_space_holds_each_knob():
     (S.KernelConfig(product_per_cta=True, a_collector=True), "A collector"),
     (S.KernelConfig(mma_tile_mn=(128, 256)), "256 only with product_per_cta"),
     (S.KernelConfig(tail_k_tiles=9), "tail_k_tiles holds"),
+    (S.KernelConfig(reduce_scatter=True), "needs split_k > 1"),
 ])
 def test_knob_combinations_refused_with_a_reason(cfg, why):
     ok, reason = S.DualGemmKernel.can_implement(cfg, 1024, 1024, 1024, 1)
@@ -50,7 +54,12 @@ def test_launch_cluster_and_exchange_budget():
     assert split.launch_cluster_mn == (2, 3) and pair.launch_cluster_mn == (2, 2)
     # slices 1 and 2 each send acc1 and acc2: 4 fragments of 128 x 16 fp32 per slot, 2 slots
     assert S.DualGemmKernel.exchange_plan(split) == {"bytes": 2 * 4 * 128 * 16 * 4, "fragments": 4,
-                                                     "fragment_bytes": 128 * 16 * 4}
+                                                     "fragment_bytes": 128 * 16 * 4, "empty_barriers": 2}
+    # the reduce-scatter: the same slots (every receiver gets S - 1 senders' two fragments), an empty barrier per slot
+    # and receiver in every slice
+    rs = S.KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=3, reduce_scatter=True)
+    assert S.DualGemmKernel.exchange_plan(rs) == {**S.DualGemmKernel.exchange_plan(split), "empty_barriers": 4}
+    assert S.DualGemmKernel(rs).plan()["ab_stages"] == S.DualGemmKernel(split).plan()["ab_stages"]
     plan = S.DualGemmKernel(split).plan()
     assert plan["dynamic_smem_bytes"] == S.BARRIER_BYTES + plan["ab_stages"] * plan["stage_bytes"] + 65536
     # one product per CTA: one B and one SFB per stage, one accumulator per stage
@@ -72,6 +81,8 @@ def expected_mmas(cfg, m, n, k):
     ("m256n128_c2x1_e32_t2", (256, 384, 1536, 1), 2, 22),
     ("m256n128_c2x1_e16_sk2", (256, 512, 1024, 1), 4, 23),
     ("m256n128_c2x1_e16_sk3", (256, 256, 1280, 1), 6, 24),
+    ("m256n128_c2x1_e16_sk2_rs", (256, 512, 1024, 1), 4, 29),
+    ("m256n128_c2x1_e16_sk3_rs", (256, 256, 1280, 1), 6, 30),
     ("m128n128_c1x1_e32_ppc", (256, 512, 512, 1), 2, 25),
     ("m256n128_c2x1_e32_ppc", (256, 512, 512, 1), 4, 26),
     ("m256n256_c2x1_e32_ppc", (256, 512, 512, 1), 4, 27),
