@@ -193,6 +193,14 @@ class KernelConfig:
                  Off: PTX unchanged. Suffix _ppc.
     silu_tanh:   silu(x) = h + h tanh(h), h = x / 2: one MUFU op (tanh.approx.f32) per element instead of two
                  (ex2.approx, rcp.approx). Its accuracy near tanh = -1 is the hardware's (docs/design.md "Epilogue knobs").
+    silu_ex2_poly: k in 0..4: in every group of EX2_POLY_GROUP = 4 consecutive elements of an epilogue fragment (the
+                 registers one tcgen05.ld gives a thread), the first k compute the SiLU's 2^(-x log2 e) on the FMA/ALU
+                 pipes (clamp, floor by a round-down add, a degree-4 polynomial, exponent add: ex2_poly, after
+                 FlashAttention-4's ex2_emulation), the other 4 - k on MUFU (ex2.approx) as before; rcp.approx stays
+                 on MUFU. Pairs of emulated elements share packed f32x2 instructions. The SiLU keeps ex2 + rcp's form
+                 and accuracy (polynomial relative error 3.0e-6, computed), its limits (x -> -inf: signed zero) and
+                 NaN/inf behaviour; MUFU work per element drops from 2 to 2 - k/4. Exclusive with silu_tanh. 0: off,
+                 PTX unchanged. Suffix _px<k> (docs/design.md "Epilogue knobs").
     epi_pipeline: the epilogue loads subtile i + 1 from tensor memory before it computes and stores subtile i (two
                  register buffers), and hands the accumulator stage back to the MMA warp as soon as the stage's last
                  load has completed (tcgen05.wait::ld), before the last subtile's math and stores.
@@ -227,6 +235,7 @@ class KernelConfig:
     tail_k_tiles: int = 0
     product_per_cta: bool = False
     silu_tanh: bool = False
+    silu_ex2_poly: int = 0
     epi_pipeline: bool = False
     epi_ld_16x256b: bool = False
     l2_prefetch_k_tiles: int = 0
@@ -265,7 +274,8 @@ class KernelConfig:
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
             f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{'_rs' if self.reduce_scatter else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
             f"{'_ppc' if self.product_per_cta else ''}"
-            f"{'_th' if self.silu_tanh else ''}{'_ep' if self.epi_pipeline else ''}"
+            f"{'_th' if self.silu_tanh else ''}{f'_px{self.silu_ex2_poly}' if self.silu_ex2_poly else ''}"
+            f"{'_ep' if self.epi_pipeline else ''}"
             f"{'_ld16' if self.epi_ld_16x256b else ''}"
             f"{f'_pf{self.l2_prefetch_k_tiles}' if self.l2_prefetch_k_tiles else ''}{'_rg' if self.setmaxnreg else ''}"
             f"{'_prof' if self.profile else ''}"
@@ -330,6 +340,12 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
         {"setmaxnreg": True},
         {"silu_tanh": True, "epi_pipeline": True, "epi_tile_n": 16, "l2_prefetch_k_tiles": 2},
     )
+) + (
+    # silu_ex2_poly (issue 22, docs/levers.md §4): half of each fragment's 2^t on the FMA/ALU pipes, on the table tiles
+    # and with the tail that hides the epilogue behind A@B2's last k-tiles (docs/design.md "Epilogue knobs").
+    KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True, silu_ex2_poly=2),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), silu_ex2_poly=2),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=3, silu_ex2_poly=2),
 )
 # >>> gemm config table (tools/tune.py --problem nvfp4_gemm --write rewrites this block)
 # nvfp4_gemm's benchmark shapes (M = 128 everywhere): 1-CTA tiles along N, split-K where the tiles leave SMs idle.
@@ -453,6 +469,10 @@ class DualGemmKernel:
         self.epi_tile_n = config.epi_tile_n
         self.silu_mul = silu_mul_tanh_ if config.silu_tanh else silu_mul_
         self.silu = silu_tanh_ if config.silu_tanh else silu_
+        if config.silu_ex2_poly:  # the same SiLU with part of its 2^t on the FMA/ALU pipes (ex2_poly)
+            k = config.silu_ex2_poly
+            self.silu_mul = lambda x, y: silu_mul_(x, y, ex2_poly=k)
+            self.silu = lambda x: silu_(x, ex2_poly=k)
         plan = self.plan()
         self.num_ab_stage = plan["ab_stages"]
         self.num_acc_stage = plan["acc_stages"]
@@ -487,11 +507,17 @@ class DualGemmKernel:
             return False, "epilogue tile N must be 8, 16 or 32 and divide the CTA tile N"
         if config.l2_prefetch_k_tiles < 0:
             return False, "l2_prefetch_k_tiles must be 0 (off) or a number of k-tiles"
+        if not isinstance(config.silu_ex2_poly, int) or not 0 <= config.silu_ex2_poly <= EX2_POLY_GROUP:
+            return False, (f"silu_ex2_poly counts the elements of every {EX2_POLY_GROUP} whose 2^t the FMA pipe "
+                           f"computes: an int from 0 (off) to {EX2_POLY_GROUP}, got {config.silu_ex2_poly!r}")
+        if config.silu_ex2_poly and config.silu_tanh:
+            return False, "silu_ex2_poly and silu_tanh are exclusive: the tanh form has no exp2 to move off MUFU"
         if config.problem not in (DUAL_GEMM_PROBLEM, GEMM_PROBLEM):
             return False, f"problem must be {DUAL_GEMM_PROBLEM!r} or {GEMM_PROBLEM!r}, got {config.problem!r}"
         if config.single_product and (
             config.use_2cta or config.a_collector or config.tail_k_tiles or config.product_per_cta
-            or config.silu_tanh or config.epi_pipeline or config.epi_ld_16x256b or config.setmaxnreg
+            or config.silu_tanh or config.silu_ex2_poly or config.epi_pipeline or config.epi_ld_16x256b
+            or config.setmaxnreg
         ):
             return False, ("nvfp4_gemm runs 1-CTA tiles (MMA tile M 128) with split_k as its only tile protocol: no "
                            "A collector, tail, product pair, SiLU or epilogue knobs (none is built for one product)")
@@ -1995,23 +2021,187 @@ def mma_pair_a_collector(d_tmem, a_lo, b_lo, idesc, sfa_tmem, sfb_tmem, accumula
 
 
 @cute.jit
-def silu_mul_(x: cute.Tensor, y: cute.Tensor):
+def silu_mul_(x: cute.Tensor, y: cute.Tensor, ex2_poly: cutlass.Constexpr[int] = 0):
     """x <- silu(x) * y = x * y / (1 + 2^(-x log2 e)), elementwise on register fragments.
 
     Two MUFU ops per element (ex2.approx, rcp.approx) instead of an IEEE division. For x -> -inf the
     exponential overflows to inf, rcp gives 0 and the result is a signed zero: silu's limit.
+    ex2_poly (KernelConfig.silu_ex2_poly): of every EX2_POLY_GROUP elements the first ex2_poly take 2^t from
+    ex2_poly_x2 / ex2_poly (FMA/ALU pipes) instead of ex2.approx; the rest of the formula is the same. 0: the loop
+    below is the one branch, the PTX unchanged.
     """
     for i in cutlass.range_constexpr(cute.size(x)):
-        xi = x[i]
-        x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+        how = _ex2_poly_role(i, cute.size(x), ex2_poly)
+        if cutlass.const_expr(how == "mufu"):
+            xi = x[i]
+            x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+        elif cutlass.const_expr(how == "pair"):
+            x0, x1 = x[i], x[i + 1]
+            e0, e1 = ex2_poly_x2(x0 * -LOG2_E, x1 * -LOG2_E)
+            x[i] = x0 * y[i] * cute.arch.rcp_approx(1.0 + e0)
+            x[i + 1] = x1 * y[i + 1] * cute.arch.rcp_approx(1.0 + e1)
+        elif cutlass.const_expr(how == "one"):
+            xi = x[i]
+            x[i] = xi * y[i] * cute.arch.rcp_approx(1.0 + ex2_poly(xi * -LOG2_E))
 
 
 @cute.jit
-def silu_(x: cute.Tensor):
-    """x <- silu(x) = x / (1 + 2^(-x log2 e)), elementwise (ex2.approx, rcp.approx; silu_mul_ without the product)."""
+def silu_(x: cute.Tensor, ex2_poly: cutlass.Constexpr[int] = 0):
+    """x <- silu(x) = x / (1 + 2^(-x log2 e)), elementwise (ex2.approx, rcp.approx; silu_mul_ without the product,
+    ex2_poly as there)."""
     for i in cutlass.range_constexpr(cute.size(x)):
-        xi = x[i]
-        x[i] = xi * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+        how = _ex2_poly_role(i, cute.size(x), ex2_poly)
+        if cutlass.const_expr(how == "mufu"):
+            xi = x[i]
+            x[i] = xi * cute.arch.rcp_approx(1.0 + ex2_approx(xi * -LOG2_E))
+        elif cutlass.const_expr(how == "pair"):
+            x0, x1 = x[i], x[i + 1]
+            e0, e1 = ex2_poly_x2(x0 * -LOG2_E, x1 * -LOG2_E)
+            x[i] = x0 * cute.arch.rcp_approx(1.0 + e0)
+            x[i + 1] = x1 * cute.arch.rcp_approx(1.0 + e1)
+        elif cutlass.const_expr(how == "one"):
+            xi = x[i]
+            x[i] = xi * cute.arch.rcp_approx(1.0 + ex2_poly(xi * -LOG2_E))
+
+
+# ---------------------------------------------------------------------- 2^t on the FMA/ALU pipes (silu_ex2_poly)
+# After FlashAttention-4's ex2_emulation (Dao-AILab/flash-attention @ 0251105a, flash_attn/cute/utils.py: POLY_EX2
+# lines 28-62, add_round_down 710-724, combine_int_frac_ex2 726-750, ex2_emulation 753-766, the packed
+# ex2_emulation_2 770-786; softmax.py 360-399 mixes it with MUFU within each fragment). Why: the SiLU takes two MUFU
+# ops per element (ex2, rcp) on a unit of 16 lanes/clk/SM while the FP32 and ALU pipes mostly idle, and after the last
+# MMA the epilogue is MUFU-bound (docs/levers.md §3-4); moving part of the ex2 work to the FMA pipe shortens it.
+# Steps, per element t = -x log2 e:
+# - clamp t to [-127, 128] (max.f32 then min.f32). FA4 clamps only below (its softmax arguments are <= 0); SiLU's t
+#   is unbounded both ways, and past 128 the exponent add below would wrap into the sign bit.
+# - floor: r = t + 1.5 * 2^23 rounded toward -inf (add.rm): the sum's ulp is 1, so r = 1.5 * 2^23 + floor(t) exactly
+#   and floor(t) sits in r's low mantissa bits; f = t - (r - 1.5 * 2^23) in [0, 1), both subtractions exact.
+# - 2^f by a degree-4 polynomial (Horner, four fma.rn): FA4's POLY_EX2[4] (utils.py:47-53), from Sollya's
+#   fpminimax(exp(x * log(2.0)), d, [|1,24...|], [0;1], relative) (the command of utils.py:28-29, there for d = 1):
+#   c0 = 1 exactly, the others f32; max relative error on [0, 1) 3.0e-6 (computed, numpy, fp32 Horner; degree 3
+#   8.8e-5, docs/levers.md §4), ~300x inside the leaderboard's 1e-3.
+# - 2^t = 2^f * 2^floor(t): (r's bits << 23) + 2^f's bits adds floor(t) to the exponent field (the shift keeps r's
+#   low 9 bits: floor(t) mod 512, two's complement). shl + add.s32: ptxas makes it one LEA on the ALU pipe (FA4's
+#   note, utils.py:740-741, an add.u32 becoming an IMAD on the FMA pipe; compiled here: one LEA per element).
+# Edges, against ex2.approx.ftz.f32: t >= 128 (x <= -88.72, x = -inf) gives 1.0 + (128 << 23) = +inf exactly, so
+# 1 + inf = inf, rcp gives 0 and silu keeps its signed zero (-inf * y * 0 = NaN, as today); t <= -127 (x >= 88.03,
+# x = +inf) gives +0.0, t in (-127, -126) a subnormal below 2^-126 (ex2.approx.ftz: 0 there), and 1 + either is
+# 1.0 (add.f32 rounds it away), so silu(x) * y = x * y exactly as today; a NaN t is clamped to -127 (max.f32
+# returns the non-NaN operand), 2^t = 0, and the result is NaN through x itself, as today.
+EX2_POLY_GROUP = 4  # KernelConfig.silu_ex2_poly counts emulated elements per this many fragment elements
+EX2_POLY_COEFFS = (  # c0 .. c4 of 2^f on [0, 1): FA4 POLY_EX2[4] (utils.py:47-53), each an exact f32
+    1.0,
+    0.693042695522308349609375,
+    0.2412912547588348388671875,
+    5.2225358784198760986328125e-2,
+    1.3434938155114650726318359375e-2,
+)
+EX2_POLY_CLAMP = (-127.0, 128.0)  # t's range: 2^-127 -> +0.0 after the exponent add, 2^128 -> +inf
+EX2_POLY_ROUND = 1.5 * 2**23  # the add.rm constant: floor(t) lands in the sum's low mantissa bits
+
+
+def _f32_word(v: float) -> int:
+    """The f32 bit pattern of v, which must be an exact f32."""
+    f = torch.tensor([v], dtype=torch.float32)
+    assert f.item() == v, f"{v} is not an f32"
+    return int(f.view(torch.int32).item()) & 0xFFFFFFFF
+
+
+def _f32_imm(v: float) -> str:
+    return f"0f{_f32_word(v):08X}"
+
+
+def _f32x2_word(v: float) -> int:
+    """A .b64 holding v in both halves: the packed operand of an .f32x2 instruction (which takes no immediates)."""
+    return _f32_word(v) * 0x100000001
+
+
+# One element: $0 = 2^$1.
+EX2_POLY_PTX = (
+    "{\n"
+    ".reg .f32 et, er, eb, ef, ep;\n.reg .b32 eri, epi;\n"
+    f"max.ftz.f32 et, $1, {_f32_imm(EX2_POLY_CLAMP[0])};\n"
+    f"min.ftz.f32 et, et, {_f32_imm(EX2_POLY_CLAMP[1])};\n"
+    f"add.rm.ftz.f32 er, et, {_f32_imm(EX2_POLY_ROUND)};\n"
+    f"sub.rn.ftz.f32 eb, er, {_f32_imm(EX2_POLY_ROUND)};\n"
+    "sub.rn.ftz.f32 ef, et, eb;\n"
+    f"fma.rn.ftz.f32 ep, ef, {_f32_imm(EX2_POLY_COEFFS[4])}, {_f32_imm(EX2_POLY_COEFFS[3])};\n"
+    f"fma.rn.ftz.f32 ep, ep, ef, {_f32_imm(EX2_POLY_COEFFS[2])};\n"
+    f"fma.rn.ftz.f32 ep, ep, ef, {_f32_imm(EX2_POLY_COEFFS[1])};\n"
+    f"fma.rn.ftz.f32 ep, ep, ef, {_f32_imm(EX2_POLY_COEFFS[0])};\n"
+    "mov.b32 eri, er;\nmov.b32 epi, ep;\n"
+    "shl.b32 eri, eri, 23;\n"
+    "add.s32 epi, epi, eri;\n"
+    "mov.b32 $0, epi;\n"
+    "}"
+)
+# Two elements in packed f32x2 steps: ($0, $1) = 2^($2, $3); $4 the rounding constant and $5 .. $9 the coefficients
+# c4, c3, c2, c1, c0 in both halves (64-bit operands: materialised once per block, not once per pair).
+EX2_POLY_X2_PTX = (
+    "{\n"
+    ".reg .f32 et0, et1;\n.reg .b32 er0, er1, ep0, ep1;\n.reg .b64 et, er, eb, ef, ep;\n"
+    f"max.ftz.f32 et0, $2, {_f32_imm(EX2_POLY_CLAMP[0])};\n"
+    f"min.ftz.f32 et0, et0, {_f32_imm(EX2_POLY_CLAMP[1])};\n"
+    f"max.ftz.f32 et1, $3, {_f32_imm(EX2_POLY_CLAMP[0])};\n"
+    f"min.ftz.f32 et1, et1, {_f32_imm(EX2_POLY_CLAMP[1])};\n"
+    "mov.b64 et, {et0, et1};\n"
+    "add.rm.ftz.f32x2 er, et, $4;\n"
+    "sub.rn.ftz.f32x2 eb, er, $4;\n"
+    "sub.rn.ftz.f32x2 ef, et, eb;\n"
+    "fma.rn.ftz.f32x2 ep, ef, $5, $6;\n"
+    "fma.rn.ftz.f32x2 ep, ep, ef, $7;\n"
+    "fma.rn.ftz.f32x2 ep, ep, ef, $8;\n"
+    "fma.rn.ftz.f32x2 ep, ep, ef, $9;\n"
+    "mov.b64 {er0, er1}, er;\nmov.b64 {ep0, ep1}, ep;\n"
+    "shl.b32 er0, er0, 23;\nshl.b32 er1, er1, 23;\n"
+    "add.s32 ep0, ep0, er0;\nadd.s32 ep1, ep1, er1;\n"
+    "mov.b32 $0, ep0;\nmov.b32 $1, ep1;\n"
+    "}"
+)
+EX2_POLY_X2_CONSTANTS = (EX2_POLY_ROUND, *EX2_POLY_COEFFS[::-1])  # $4 .. $9
+
+
+def _ex2_poly_role(i: int, size: int, ex2_poly: int) -> str:
+    """What element i of a fragment of `size` does under silu_ex2_poly = ex2_poly (Python, at trace time): "mufu"
+    (ex2.approx), "pair" (ex2_poly_x2 with element i + 1), "one" (ex2_poly), or "" (the second of a pair)."""
+    lane = i % EX2_POLY_GROUP
+    if lane >= ex2_poly:
+        return "mufu"
+    if lane % 2:
+        return ""
+    return "pair" if lane + 1 < ex2_poly and i + 1 < size else "one"
+
+
+@dsl_user_op
+def ex2_poly(t, *, loc=None, ip=None) -> cutlass.Float32:
+    """2^t on the FMA/ALU pipes (EX2_POLY_PTX), opaque and kept in place like ex2_approx."""
+    return cutlass.Float32(
+        llvm.inline_asm(
+            T.f32(),
+            [cutlass.Float32(t).ir_value(loc=loc, ip=ip)],
+            EX2_POLY_PTX,
+            "=f,f",
+            has_side_effects=True,
+            is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT,
+        )
+    )
+
+
+@dsl_user_op
+def ex2_poly_x2(t0, t1, *, loc=None, ip=None):
+    """(2^t0, 2^t1) on the FMA/ALU pipes, the shared steps as packed f32x2 instructions (EX2_POLY_X2_PTX)."""
+    operands = [cutlass.Float32(t).ir_value(loc=loc, ip=ip) for t in (t0, t1)]
+    operands += [cutlass.Int64(_f32x2_word(v)).ir_value(loc=loc, ip=ip) for v in EX2_POLY_X2_CONSTANTS]
+    result = llvm.inline_asm(
+        llvm.StructType.get_literal([T.f32()] * 2),
+        operands,
+        EX2_POLY_X2_PTX,
+        "=f,=f,f,f,l,l,l,l,l,l",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return [cutlass.Float32(llvm.extractvalue(T.f32(), result, [i], loc=loc, ip=ip)) for i in range(2)]
 
 
 @cute.jit

@@ -19,6 +19,8 @@ tests/calibration/test_mufu.py check the model against it. The card is Hopper: B
 reference.ref_kernel, under the leaderboard's rule |out - ref| <= 1e-3 + 1e-3 |ref|, on both input generators and on
 strict data whose B2 scales are multiplied by 2^s (wide scale: |acc2| in the hundreds), for each SiLU form:
   ex2_rcp      x * rcp(1 + ex2(-x log2 e))           (this package's kernel, novus677's exact form)
+  ex2poly_rcp  x * rcp(1 + p2(-x log2 e))            (KernelConfig.silu_ex2_poly: 2^t by submission.ex2_poly, the
+                                                     FMA-pipe polynomial, for every element; rcp on MUFU)
   tanh         fma(h, tanh(h), h), h = x / 2          (novus677 silu_fast; arseni_ivanov's even elements)
   tanh_49995   fma(h, tanh(0.49995 x), h)            (novus677 silu_fast2)
   tanh_bias    fma(h, tanh(h + 0.0002), h)           (arseni_ivanov's odd elements: "additive bias")
@@ -250,7 +252,7 @@ def check_fixture(path: str, sample: int = 4096) -> int:
 
 
 # ============================================================================ SiLU forms on C
-FORMS = ("ex2_rcp", "tanh", "tanh_49995", "tanh_bias")
+FORMS = ("ex2_rcp", "ex2poly_rcp", "tanh", "tanh_49995", "tanh_bias")
 MUFU_MODELS = ("exact", "measured", "worst")
 ISA_REL = {"tanh": 2.0 ** -10.987, "ex2": 2.0 ** -22, "rcp": 2.0 ** -23}  # PTX ISA max relative errors
 FACTS_H100_TANH_ABS = 8.0e-6  # measured (H100, issue 17's earlier sweep): tanh.approx max abs error, every f32 |x| < 32
@@ -285,12 +287,41 @@ def mufu_value(name: str, x: np.ndarray, model: str, shift: float, source: str) 
     return _f32(exact + shift * _bound(name, x, exact, source))
 
 
+def ex2_poly_f32(t: np.ndarray) -> np.ndarray:
+    """2^t as submission.ex2_poly computes it on the FMA/ALU pipes (KernelConfig.silu_ex2_poly; the PTX is
+    submission.EX2_POLY_PTX, after FlashAttention-4's ex2_emulation), step by step in f32: t clamped to [-127, 128]
+    by max.ftz / min.ftz (a NaN gives -127), floor and fraction (exact: the add.rm of 1.5 * 2^23 and both
+    subtractions are), Horner's four fma.rn with the degree-4 coefficients, floor(t) added into the exponent field.
+    Each fma is rounded from float64 (a*b is exact there; rounding the sum twice can differ from the fused result by
+    one f32 ulp at a tie, 6e-8 relative: negligible next to the polynomial's 3.0e-6). tests/harness/
+    test_silu_ex2_poly.py runs the kernel's own PTX in the emulator."""
+    t = mufu.flush_subnormal(_f32(t))
+    lo, hi = EX2_POLY_CLAMP
+    with np.errstate(invalid="ignore"):
+        tc = np.where(np.isnan(t), np.float32(lo), np.minimum(np.maximum(t, np.float32(lo)), np.float32(hi)))
+    n = np.floor(tc.astype(np.float64))
+    f = _f32(tc.astype(np.float64) - n)
+    p = np.full(f.shape, np.float32(EX2_POLY_COEFFS[-1]))
+    for c in EX2_POLY_COEFFS[-2::-1]:
+        p = _f32(p.astype(np.float64) * f.astype(np.float64) + c)
+    bits = (p.view(np.uint32).astype(np.int64) + (n.astype(np.int64) << 23)) & 0xFFFFFFFF
+    return bits.astype(np.uint32).view(np.float32)
+
+
+# submission.py's constants (EX2_POLY_COEFFS, EX2_POLY_CLAMP), restated here: calibration does not import the kernel;
+# tests/calibration/test_mufu.py checks that they agree.
+EX2_POLY_COEFFS = (1.0, 0.693042695522308349609375, 0.2412912547588348388671875, 5.2225358784198760986328125e-2,
+                   1.3434938155114650726318359375e-2)
+EX2_POLY_CLAMP = (-127.0, 128.0)
+
+
 def silu_times(form: str, acc1: np.ndarray, acc2: np.ndarray, model: str, shifts=(0.0, 0.0), source="isa"):
     """fp16 C from fp32 accumulators, each step in f32 as the kernels' PTX does it."""
     x, y = _f32(acc1), _f32(acc2)
     with np.errstate(all="ignore"):
-        if form == "ex2_rcp":
-            e = mufu_value("ex2", _f32(x * np.float32(mufu.LOG2E_NEG)), model, shifts[0], source)
+        if form in ("ex2_rcp", "ex2poly_rcp"):
+            t = _f32(x * np.float32(mufu.LOG2E_NEG))
+            e = mufu_value("ex2", t, model, shifts[0], source) if form == "ex2_rcp" else ex2_poly_f32(t)
             r = mufu_value("rcp", _f32(e + np.float32(1.0)), model, shifts[1], source)
             s = _f32(x * r)
         else:
@@ -341,7 +372,8 @@ def silu_error_report(m: int = 256, n: int = 256, k: int = 1024, seeds=(1, 2), w
                 if model == "measured" and mufu.table("tanh") is None:
                     continue
                 if model == "worst":  # every sign combination of the MUFU errors, the worst per element
-                    signs = [(a_, b_) for a_ in (-1.0, 1.0) for b_ in ((-1.0, 1.0) if form == "ex2_rcp" else (0.0,))]
+                    signs = [(a_, b_) for a_ in (-1.0, 1.0)
+                             for b_ in ((-1.0, 1.0) if form.startswith("ex2") else (0.0,))]
                     ratio = np.max([_tolerance_ratio(silu_times(form, acc1, acc2, model, sg, bound), ref)
                                     for sg in signs], axis=0)
                 else:

@@ -109,8 +109,63 @@ def _int_binary(fn, f32_op=None):
 
 family("add")(_int_binary(lambda a, b: a + b, "add"))
 family("sub")(_int_binary(lambda a, b: a - b, "sub"))
-family("min")(_int_binary(np.minimum))
-family("max")(_int_binary(np.maximum))
+
+
+@family("min", "max")
+class MinMax:
+    """min/max on integers (PTX ISA 9.7.1.10/9.7.1.11) and on floating point (9.7.3.11/9.7.3.12 for .f32/.f64,
+    9.7.4.x for .f16):
+        max{.ftz}{.NaN}.f32  d, a, b;     max{.ftz}{.NaN}.f32  d, a, b, c;  (three inputs: PTX ISA 8.8, sm_100+)
+    The ISA's max_num / min_num: a NaN input gives the other input, NaN only when both are (with .NaN any NaN input
+    gives NaN, the canonical one); "+0.0 > -0.0 here", so max(+0, -0) = +0 and min(+0, -0) = -0; three inputs are
+    two_inputs(two_inputs(a, b), c); .ftz flushes subnormal inputs and results (f32) to sign-preserving zero.
+    .xorsign.abs / .abs are not implemented (no kernel here uses them). numpy's minimum/maximum propagate NaN and
+    leave the sign of zero to the argument order, so the floating-point forms are spelled out here."""
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins, _INT | _FLOAT)
+        n_src = len(ins.operands) - 1
+        if ty in _FLOAT:
+            _mods(ins, ("ftz", "NaN"))
+            if n_src not in (2, 3) or (n_src == 3 and ty != "f32"):
+                raise unsupported(ins, "two source operands (three only for .f32)")
+            return ty, "ftz" in ins.parts and ty == "f32", "NaN" in ins.parts
+        _mods(ins, ())
+        if n_src != 2:
+            raise unsupported(ins, "two source operands")
+        return ty, False, False
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        ty, ftz, nan = ins.info
+        d, *srcs = ins.operands
+        xs = [w.read(s, ty, ex) for s in srcs]
+        if ty not in _FLOAT:
+            fn = np.maximum if ins.base == "max" else np.minimum
+            w.write(d, fn(xs[0], xs[1]), ty, m)
+            return
+        if ftz:
+            xs = [_ftz(x) for x in xs]
+        r = xs[0]
+        for x in xs[1:]:
+            r = _float_min_max(ins.base, r, x, nan)
+        r = _canon_nan(r)
+        w.write(d, _ftz(r) if ftz else r, ty, m)
+
+
+def _float_min_max(op: str, a: np.ndarray, b: np.ndarray, nan: bool) -> np.ndarray:
+    """PTX ISA max_num / min_num (max_nan / min_nan with .NaN) per lane; +0.0 > -0.0."""
+    zeros = (a == 0) & (b == 0)
+    if op == "max":
+        first = (a > b) | (zeros & ~np.signbit(a) & np.signbit(b))
+    else:
+        first = (a < b) | (zeros & np.signbit(a) & ~np.signbit(b))
+    r = np.where(first, a, b)
+    r = np.where(np.isnan(b), a, r)  # a NaN input gives the other one (both NaN: NaN)
+    if nan:
+        r = np.where(np.isnan(a) | np.isnan(b), np.array(np.nan, a.dtype), r)
+    return r.astype(a.dtype)
 
 
 @family("and", "or", "xor")

@@ -127,6 +127,73 @@ def test_ftz_flushes_subnormal_inputs_and_results():
     assert f[64] == np.float32(1e-39)  # without .ftz the subnormal survives
 
 
+# ------------------------------------------------------------------ floating-point min / max
+MINMAX_CASES = [(1.0, 2.0), (2.0, 1.0), (-3.0, 5.0), (np.nan, 2.0), (2.0, np.nan), (np.nan, np.nan), (0.0, -0.0),
+                (-0.0, 0.0), (-0.0, -0.0), (np.inf, 1.0), (-np.inf, 1.0), (1e-39, -1e-39), (-127.5, -127.0),
+                (np.inf, 128.0)]
+
+
+def _minmax_ref(op: str, a: float, b: float, nan: bool = False, ftz: bool = False) -> float:
+    """PTX ISA 9.7.3.11/9.7.3.12 max_num / min_num (max_nan / min_nan with .NaN), "+0.0 > -0.0"."""
+    if ftz:
+        a, b = (np.copysign(0.0, v) if 0 < abs(v) < 2.0 ** -126 else v for v in (a, b))
+    if np.isnan(a) or np.isnan(b):
+        if nan or (np.isnan(a) and np.isnan(b)):
+            return np.nan
+        return b if np.isnan(a) else a
+    if a == 0 and b == 0:
+        neg = np.signbit(a) and np.signbit(b) if op == "max" else np.signbit(a) or np.signbit(b)
+        return -0.0 if neg else 0.0
+    return max(a, b) if op == "max" else min(a, b)
+
+
+@pytest.mark.parametrize("form", ["max.f32", "min.f32", "max.ftz.f32", "min.ftz.f32", "max.NaN.f32", "min.NaN.f32"])
+def test_float_min_max_follow_the_isa(form):
+    """A NaN input gives the other input (NaN only when both are, or with .NaN), +0 > -0, .ftz flushes; the
+    emulator once used numpy's minimum/maximum, which propagate NaN (FA4's ex2 emulation clamps with max.f32)."""
+    a = np.array([c[0] for c in MINMAX_CASES] + [1.0] * (32 - len(MINMAX_CASES)), np.float32)
+    b = np.array([c[1] for c in MINMAX_CASES] + [1.0] * (32 - len(MINMAX_CASES)), np.float32)
+    out, _ = run_ptx(kernel(STORE_TID + f"""
+    ld.global.f32 %f1, [%rd8];
+    ld.global.f32 %f2, [%rd8+128];
+    {form} %f3, %f1, %f2;
+    st.global.f32 [%rd3], %f3;
+    ret;
+"""), [np.concatenate([a, b])], out_words=32)
+    op = form.split(".")[0]
+    got = out.view(np.float32)
+    for i, (x, y) in enumerate(MINMAX_CASES):
+        want = _minmax_ref(op, float(x), float(y), nan="NaN" in form, ftz="ftz" in form)
+        if np.isnan(want):
+            assert out[i] == 0x7FFFFFFF, (form, x, y, hex(out[i]))  # the canonical NaN
+        else:
+            assert got[i] == want and np.signbit(got[i]) == np.signbit(want), (form, x, y, got[i], want)
+
+
+def test_three_input_max_and_the_clamp_idiom():
+    """max with three inputs (PTX ISA 8.8, sm_100+) is two_inputs(two_inputs(a, b), c); min(max(x, lo), hi) sends NaN
+    to lo (max drops the NaN for lo, which min keeps)."""
+    x = np.array([np.nan, -np.inf, np.inf, 3.5, -200.0] + [0.0] * 27, np.float32)
+    out, _ = run_ptx(kernel(STORE_TID + """
+    ld.global.f32 %f1, [%rd8];
+    max.f32 %f2, %f1, 0fC2FE0000, 0f40000000;
+    max.ftz.f32 %f3, %f1, 0fC2FE0000;
+    min.ftz.f32 %f3, %f3, 0f43000000;
+    st.global.f32 [%rd3], %f2;
+    st.global.f32 [%rd3+128], %f3;
+    ret;
+"""), [x], out_words=64)
+    f = out.view(np.float32)
+    assert list(f[:5]) == [2.0, 2.0, np.inf, 3.5, 2.0]
+    assert list(f[32:37]) == [-127.0, -127.0, 128.0, 3.5, -127.0]
+
+
+def test_min_max_forms_not_in_the_isa_are_unsupported():
+    for form in ("max.f32 %f3, %f1", "max.NaN.f64 %fd1, %fd1, %fd1, %fd1", "max.xorsign.abs.f32 %f3, %f1, %f2"):
+        with pytest.raises(Unsupported):
+            run_ptx(kernel("    .reg .f64 %fd<4>;\n    " + form + ";\n    ret;\n"), [NO_INPUT], threads=1)
+
+
 # ------------------------------------------------------------------ stores with cache operators
 def test_st_global_wt_and_other_cache_operators_store_the_value():
     out, _ = run_ptx(kernel(STORE_TID + """

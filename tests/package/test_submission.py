@@ -119,7 +119,7 @@ def test_a_collector_only_on_64_wide_tiles():
 
 # The epilogue and prologue knobs of issue 13 (docs/design.md "Epilogue knobs"): field -> name suffix
 EPILOGUE_KNOBS = {"silu_tanh": "_th", "epi_pipeline": "_ep", "epi_ld_16x256b": "_ld16", "l2_prefetch_k_tiles": "_pf",
-                  "setmaxnreg": "_rg"}
+                  "setmaxnreg": "_rg", "silu_ex2_poly": "_px"}
 
 
 @pytest.mark.parametrize("field", EPILOGUE_KNOBS)
@@ -282,6 +282,18 @@ def test_silu_tanh_ptx_has_one_mufu_op_per_element():
     off, on = _knob_ptx("m256n64_c2x1_e32_ac"), _knob_ptx("m256n64_c2x1_e32_ac_th")
     assert len(_lines(on, r"tanh\.approx\.f32")) == len(_lines(off, r"ex2\.approx")) == len(_lines(off, r"rcp\.approx")) > 0
     assert not _lines(on, r"ex2\.approx|rcp\.approx")
+
+
+@pytest.mark.slow
+def test_silu_ex2_poly_ptx_moves_half_the_ex2_to_packed_polynomials():
+    """_px2: of every 4 elements 2 take 2^t from ex2_poly_x2 (one packed call per pair), rcp stays on MUFU for all."""
+    off, on = _knob_ptx("m256n64_c2x1_e32_ac"), _knob_ptx("m256n64_c2x1_e32_ac_px2")
+    ex2 = len(_lines(off, r"ex2\.approx"))
+    assert ex2 > 0 and len(_lines(on, r"ex2\.approx")) == ex2 // 2
+    assert len(_lines(on, r"rcp\.approx")) == len(_lines(off, r"rcp\.approx"))
+    assert len(_lines(on, r"add\.rm\.ftz\.f32x2")) == ex2 // 4  # one per pair
+    assert len(_lines(on, r"fma\.rn\.ftz\.f32x2")) == ex2  # degree 4: four per pair
+    assert not _lines(on, r"tanh\.approx") and not _lines(off, r"add\.rm\.ftz\.f32x2")
 
 
 @pytest.mark.slow
