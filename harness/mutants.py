@@ -220,6 +220,10 @@ MUTANTS = (
            "            if cutlass.const_expr(self.exchange[\"bytes\"] and not self.config.reduce_scatter):\n"
            "                self._exchange_drain(xring, exchange_state, part)\n", C_RS, (256, 128, 512, 1),
            family="schedule"),  # the hazard needs a slice to exit before its receiver's last free: 2 of 6 schedules
+    # silu_ex2_poly: the packed 2^t of a pair takes the first element's exponent for both (a copy-paste slip)
+    Mutant("px_pair_exponent_swapped", "FMA-pipe exp2: the pair's second element gets the first one's exponent",
+           '"add.s32 ep0, ep0, er0;\\nadd.s32 ep1, ep1, er1;\\n"',
+           '"add.s32 ep0, ep0, er0;\\nadd.s32 ep1, ep1, er0;\\n"', "m256n64_c2x1_e32_ac_px2", (256, 128, 512, 1)),
     # product_per_cta: which half goes to the peer, which product each CTA loads
     Mutant("pair_sends_own_half", "product pair: a CTA sends the half it stores itself",
            "tTR_tAcc[(None, None, None, (1 - part) * half + i)], other)",
