@@ -43,12 +43,13 @@ def test_launch_and_static_mutants_are_caught_before_running(name, status, words
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.family in ("schedule", "init", "wrap")],
                          ids=lambda m: m.name)
 def test_mutant_catch_rate_over_ten_schedules(mutant, tmp_path):
-    """Each race-like mutant over 10 schedules cycling through every policy: caught by at least one (the catch rate
-    goes to MEMORY.md's table: python -m harness.mutants --schedules 10)."""
+    """Each race-like mutant over up to 10 schedules cycling through every policy: caught by at least one. The run
+    stops at the first failing schedule (the catch rate, every schedule run to its end, is a tool's:
+    python -m harness.mutants --schedules 10, MEMORY.md's table), which keeps CI's time down."""
     res = emulate(*mutant.shape, config_name=mutant.config, submission=mutant.write(tmp_path), sm_count=mutant.sm_count,
-                  schedules=10, stop_at_failure=False)
+                  schedules=10, stop_at_failure=True)
     caught = [r.schedule for r in res.runs if mutant.caught(r)]
-    assert len(res.runs) == 10 and caught, f"{mutant.name}: caught by none of {[r.schedule for r in res.runs]}"
+    assert caught, f"{mutant.name}: caught by none of {[r.schedule for r in res.runs]}"
 
 
 def test_every_mutant_is_valid_python():
