@@ -15,6 +15,7 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +130,64 @@ class AsyncOp:
         self.name, self.run, self.queue, self.line, self.cost, self.ready = name, run, queue, line, cost, ready
 
 
+class InFlight:
+    """A cluster's asynchronous operations in flight, in issue order. Most (copies, st.async, ...) may complete at any
+    time; a gated one waits behind an earlier operation of its queue or on its ready(). The seeded scheduler draws
+    the r-th completable operation in issue order; this list finds it from the gated operations alone (bisect on
+    the issue number), not by listing every completable one per draw: a split-K exchange keeps thousands of st.async
+    in flight, and the plain list made that O(n) per completion."""
+
+    def __init__(self):
+        self.ops, self.gated, self.issued = [], [], 0
+
+    def append(self, op) -> None:
+        op.seq, self.issued = self.issued, self.issued + 1
+        self.ops.append(op)
+        if op.queue is not None or op.ready is not None:
+            self.gated.append(op)
+
+    def remove(self, op) -> None:
+        del self.ops[self._index(op)]
+        if op.queue is not None or op.ready is not None:
+            self.gated.remove(op)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __getitem__(self, i):
+        return self.ops[i]
+
+    def _index(self, op) -> int:
+        return bisect.bisect_left(self.ops, op.seq, key=_issue_number)
+
+    def blocked(self) -> list[int]:
+        """Positions (ascending) of the operations that cannot complete now: all but the first of each queue, and the
+        unqueued ones whose ready() says not yet."""
+        seen, out = set(), []
+        for op in self.gated:
+            if op.queue is None:
+                if not op.ready():
+                    out.append(self._index(op))
+            elif op.queue in seen:
+                out.append(self._index(op))
+            else:
+                seen.add(op.queue)
+        return out
+
+    @staticmethod
+    def nth_completable(r: int, blocked: list[int]) -> int:
+        """The position of the r-th (from 0) operation not in `blocked`."""
+        for pos in blocked:
+            if pos > r:
+                break
+            r += 1
+        return r
+
+
+def _issue_number(op) -> int:
+    return op.seq
+
+
 class Cost:
     """What an asynchronous operation uses. unit: "load" (TMA or bulk copy global -> shared: nbytes read from the
     global allocation at `source`, delivered to each CTA of `dests`), "store" (shared -> global), "mma"
@@ -224,7 +283,7 @@ class Machine:
                          for i in range((nthreads + WARP - 1) // WARP)]
             cl.ctas.append(cta)
         cl.barrier = ClusterBarrier(cl)
-        cl.inflight = []
+        cl.inflight = InFlight()
         cl.progress = 0
         cl.machine = self  # where a deep semantic rule records a Note (Machine.note)
         return cl
@@ -347,26 +406,22 @@ class Machine:
         if op.cost is not None and op.cost.unit == "load":
             self.traffic[op.cost.source] = self.traffic.get(op.cost.source, 0) + op.cost.nbytes
 
-    def _eligible(self, cluster) -> list:
-        seen, out = set(), []
-        for op in cluster.inflight:
-            if op.queue is None:
-                if op.ready is None or op.ready():
-                    out.append(op)
-            elif op.queue not in seen:
-                seen.add(op.queue)
-                out.append(op)
-        return out
-
-    def complete_one(self, cluster, ops: list) -> None:
-        op = ops[int(self.rng.integers(len(ops)))]
-        cluster.inflight.remove(op)
+    def complete_one(self, cluster) -> bool:
+        """Complete one in-flight operation drawn uniformly from those that can complete now; False if none can."""
+        inflight = cluster.inflight
+        blocked = inflight.blocked()
+        count = len(inflight) - len(blocked)
+        if not count:
+            return False
+        op = inflight[inflight.nth_completable(int(self.rng.integers(count)), blocked)]
+        inflight.remove(op)
         self.current = op
         try:
             op.run()
         except EmulatorError as e:
             raise type(e)(f"{e} [{self.where_now()}]") from None
         cluster.progress += 1
+        return True
 
     def where_now(self, brief: bool = False) -> str:
         """What is running: the warp and PTX line of the instruction, or the asynchronous operation completing
@@ -449,9 +504,7 @@ class Machine:
             wakeable = []
             runnable = [w for w in warps if self._runnable(w, wakeable)]
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
-                ready = self._eligible(cl)
-                if ready:
-                    self.complete_one(cl, ready)
+                if self.complete_one(cl):
                     continue
             if not runnable and wakeable:  # nothing else can happen: the late wakers wake now
                 for w in wakeable:

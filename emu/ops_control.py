@@ -54,7 +54,7 @@ class Exit:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        w.exited |= mask
+        w.exit_lanes(mask)
         w.cta.cluster.progress += 1
         return JUMPED
 

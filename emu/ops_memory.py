@@ -197,8 +197,8 @@ def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
     object must be initialised before any other mbarrier operation on it). A hardware-verified kernel does it and
     survives (the init comes in the first instructions of warp 0, the use later on another warp): the warp waits for
     the init, with a Note. True when the warp must wait."""
-    for lane in lanes:
-        cta, off = SharedAddressing.resolve(w.cta, int(addrs[lane]), cluster_scope)
+    for addr in {int(addrs[lane]): None for lane in lanes}:  # each distinct address once, in lane order
+        cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
         if off not in cta.mbarriers:
             init_notes(ex, ins.site())(INIT_UNORDERED, f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at "
                                                        f"{off:#x} of CTA rank {cta.rank} before any thread initialised "
@@ -218,6 +218,20 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
     check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
     return bar
+
+
+def lane_mbarriers(ex, w, addrs, lanes, cluster_scope: bool, what: str) -> list:
+    """mbarrier_at for each lane, resolved once per distinct address: the lanes of one instruction mostly name one
+    mbarrier, and repeating the lookup and its initialisation check for the same warp and barrier changes nothing."""
+    found = {}
+    out = []
+    for lane in lanes:
+        addr = int(addrs[lane])
+        bar = found.get(addr)
+        if bar is None:
+            bar = found[addr] = mbarrier_at(ex, w, addr, cluster_scope, what)
+        out.append(bar)
+    return out
 
 
 @family("mbarrier")
@@ -267,8 +281,7 @@ class MbarrierOps:
                 return BLOCK
             extra = w.read(ins.operands[2], "u32", ex) if len(ins.operands) > 2 else None
             tokens = np.zeros(WARP, np.uint64)
-            for lane in lanes:
-                bar = mbarrier_at(ex, w, int(addrs[lane]), space == "shared::cluster", ins.opcode)
+            for lane, bar in zip(lanes, lane_mbarriers(ex, w, addrs, lanes, space == "shared::cluster", ins.opcode)):
                 note_signal(bar, w, ex.clock)
                 if op == "expect_tx":
                     bar.expect_tx(int(extra[lane]), ins.opcode)
@@ -290,8 +303,7 @@ class MbarrierOps:
         parity = w.read(parity_op, "u32", ex)
         done = np.zeros(WARP, bool)
         last = None
-        for lane in lanes:
-            bar = mbarrier_at(ex, w, int(addrs[lane]), space == "shared::cluster", ins.opcode)
+        for lane, bar in zip(lanes, lane_mbarriers(ex, w, addrs, lanes, space == "shared::cluster", ins.opcode)):
             done[lane] = bar.phase_complete(int(parity[lane]))
             if done[lane]:
                 note_acquire(bar, w)

@@ -61,6 +61,7 @@ class Warp:
         self.nthreads = nthreads  # threads of this warp that exist (blockDim may not be a multiple of 32)
         self.pc = np.zeros(WARP, np.int64)
         self.exited = np.arange(WARP) >= nthreads
+        self.done = bool(self.exited.all())  # every lane has exited (kept by exit_lanes: the scheduler asks per step)
         self.regs: dict = {}
         self.reg_types = kernel_regs
         self.blocked_on = None  # a barrier object while the warp cannot proceed
@@ -77,9 +78,9 @@ class Warp:
     def tid(self) -> np.ndarray:
         return self.warp_id * WARP + np.arange(WARP)
 
-    @property
-    def done(self) -> bool:
-        return bool(self.exited.all())
+    def exit_lanes(self, mask: np.ndarray) -> None:
+        self.exited |= mask
+        self.done = bool(self.exited.all())
 
     def select_lanes(self) -> tuple[int, np.ndarray]:
         live = ~self.exited

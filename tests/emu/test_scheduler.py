@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from emu.machine import STARVED, Deadlock, Machine, Schedule
+from emu.machine import STARVED, AsyncOp, Deadlock, InFlight, Machine, Schedule
 from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 
@@ -81,3 +81,49 @@ def test_late_wake_lets_a_waiter_miss_whole_phases():
         return n
 
     assert deadlocks("late_wake") >= 5 > deadlocks("uniform")
+
+
+def plainly_completable(ops: list) -> list:
+    """The definition InFlight implements without listing: in issue order, every unqueued operation whose ready()
+    allows it (or that has none) and the first operation of each queue."""
+    seen, out = set(), []
+    for op in ops:
+        if op.queue is None:
+            if op.ready is None or op.ready():
+                out.append(op)
+        elif op.queue not in seen:
+            seen.add(op.queue)
+            out.append(op)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_in_flight_draws_the_same_operation_as_the_plain_list(seed):
+    """Random issues and completions of ungated, queued and ready()-gated operations: the r-th completable
+    operation InFlight finds is the plain list's r-th, every time (the seeded schedules do not change)."""
+    rng = np.random.default_rng(seed)
+    gate = {}
+    inflight, plain, drawn = InFlight(), [], 0
+    for step in range(3000):
+        if rng.random() < 0.55 or not plain:
+            kind = rng.integers(4)
+            name = f"op{step}"
+            op = AsyncOp(name, None, queue=f"q{rng.integers(3)}" if kind == 1 else None,
+                         ready=(lambda n=name: gate[n]) if kind == 2 else None)
+            gate[name] = bool(rng.integers(2))
+            inflight.append(op)
+            plain.append(op)
+        for name in rng.choice(list(gate), size=2):  # a ready() may change between draws
+            gate[name] = not gate[name]
+        expected = plainly_completable(plain)
+        blocked = inflight.blocked()
+        assert len(inflight) - len(blocked) == len(expected)
+        if expected:
+            r = int(rng.integers(len(expected)))
+            op = inflight[inflight.nth_completable(r, blocked)]
+            assert op is expected[r]
+            inflight.remove(op)
+            plain.remove(op)
+            drawn += 1
+        assert list(inflight) == plain
+    assert drawn > 1000
