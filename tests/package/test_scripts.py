@@ -88,14 +88,19 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
 # spreads them over the CPUs (CI, .ci/run). The strict generator gets the default verdict (six schedules); the
 # leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
 # not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
-# The CONFIG_TABLE configs and the two exchange protocols: every TUNE_SPACE config already gets the six-schedule
-# verdict on a wrapping shape in tests/harness/test_verdict.py (the gate), and the quick test above checks that
-# --configs all hands over every config.
+# One config per protocol family (1-CTA and 2-CTA tiles, the A collector, the K split's exchange, the product pair's)
+# that test_correctness_no_gpu_path_passes does not already run (it emulates the configs CONFIG_TABLE uses, both
+# generators under the default verdict): every TUNE_SPACE config already gets the six-schedule verdict on a wrapping
+# shape in tests/harness/test_verdict.py (the gate), and the quick test above checks that --configs all hands over
+# every config.
 PROTOCOLS = ("m256n64_c2x1_e32_ac", "m256n128_c2x1_e32", "m256n128_c2x1_e16_sk2", "m128n128_c1x1_e32_ppc")
+EMULATED_BY_THE_SCRIPT = {c.name for c in test_correctness.configs_used_by(load_task(REPO / "task.yml"))}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", [c for c in submission.TUNE_SPACE if c.name in PROTOCOLS], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [c for c in submission.TUNE_SPACE
+                                    if c.name in PROTOCOLS and c.name not in EMULATED_BY_THE_SCRIPT],
+                         ids=lambda c: c.name)
 def test_correctness_emulated_checks_pass_for_each_protocol(config, capsys):
     strict = test_correctness.run_emulator_checks([config], modes=("strict",))
     leaderboard = test_correctness.run_emulator_checks([config], modes=("leaderboard",), schedules=1)
