@@ -67,7 +67,7 @@ DSL_STATIC_SMEM = 1024  # static shared memory the DSL adds to every such kernel
 # 9.7.16.6.2): without the wait, a copy may overwrite scales an earlier MMA has yet to read.
 SCALE_BUFFERS = 2
 EXCHANGE_SLOTS = 2  # split_k / product_per_cta: epilogue subtiles in flight between CTAs (double buffer)
-TAIL_SILU_COLUMNS = 64  # tail_k_tiles: accumulator columns per thread whose silu the epilogue holds ahead of acc2
+TAIL_SILU_COLUMNS = 64  # tail_k_tiles: KernelConfig.tail_silu_columns' default
 
 # The two leaderboards this kernel serves (KernelConfig.problem; docs/leaderboard.md §9)
 DUAL_GEMM_PROBLEM = "nvfp4_dual_gemm"  # C = silu(A @ B1^T) * (A @ B2^T): data is the 10-tuple of its reference.py
@@ -187,6 +187,10 @@ class KernelConfig:
     tail_k_tiles: the last T k-tiles of each tile compute A@B1 first (their stages stay held), hand acc1 to the
                  epilogue through its own barrier, then A@B2 over the same stages, so silu(acc1) overlaps the second
                  product's tail (guaguabear's design, from arseni's write-up). 0: off, PTX unchanged. Suffix _t<T>.
+    tail_silu_columns: with tail_k_tiles, the accumulator columns (a multiple of epi_tile_n) whose silu(acc1) the
+                 epilogue computes and holds in registers ahead of acc2; the rest waits for acc2 a subtile at a time.
+                 guaguabear holds the whole 128-wide tile. Default TAIL_SILU_COLUMNS (64), PTX unchanged; another value
+                 adds the suffix _s<columns>.
     product_per_cta: two CTAs (the cluster's N direction) compute the same output tile, CTA 0 A@B1 and CTA 1 A@B2,
                  each with one accumulator of the whole tile N; A is multicast to both; before silu*mul each sends
                  the other half of its accumulator to its peer through distributed shared memory (gau-nernst v3).
@@ -233,6 +237,7 @@ class KernelConfig:
     split_k: int = 1
     reduce_scatter: bool = False
     tail_k_tiles: int = 0
+    tail_silu_columns: int = TAIL_SILU_COLUMNS
     product_per_cta: bool = False
     silu_tanh: bool = False
     silu_ex2_poly: int = 0
@@ -273,6 +278,7 @@ class KernelConfig:
             f"_e{self.epi_tile_n}{'' if self.raster_along_m else '_rn'}{'' if self.b_evict_first else '_bn'}"
             f"{'' if self.pdl else '_nopdl'}{'_ac' if self.a_collector else ''}"
             f"{f'_sk{self.split_k}' if self.split_k > 1 else ''}{'_rs' if self.reduce_scatter else ''}{f'_t{self.tail_k_tiles}' if self.tail_k_tiles else ''}"
+            f"{f'_s{self.tail_silu_columns}' if self.tail_silu_columns != TAIL_SILU_COLUMNS else ''}"
             f"{'_ppc' if self.product_per_cta else ''}"
             f"{'_th' if self.silu_tanh else ''}{f'_px{self.silu_ex2_poly}' if self.silu_ex2_poly else ''}"
             f"{'_ep' if self.epi_pipeline else ''}"
@@ -350,6 +356,12 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True, silu_ex2_poly=2),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), silu_ex2_poly=2),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=3, silu_ex2_poly=2),
+) + (
+    # tail_silu_columns (issue 22 lever 3, docs/levers.md §3 item 1): three quarters of the 128-wide tile's silu ahead
+    # of acc2 (guaguabear holds all of it, in its 5-op tanh form), with the FMA-pipe exp2. All 128 ahead spilled 8-16
+    # bytes under DSL 4.3.5 (255 registers), a 16-column epilogue tile put 61 R2UR in its MMA loop there, and 5 tail
+    # k-tiles timed slower than 3 (docs/levers.md §5); 96 ahead: 222 registers, 0 spills (compiled, DSL 4.3.5).
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=3, tail_silu_columns=96, silu_ex2_poly=2),
 )
 # >>> gemm config table (tools/tune.py --problem nvfp4_gemm --write rewrites this block)
 # nvfp4_gemm's benchmark shapes (M = 128 everywhere): 1-CTA tiles along N, split-K where the tiles leave SMs idle.
@@ -547,6 +559,12 @@ class DualGemmKernel:
                            f"{plan['acc_stages']} accumulator stages")
         if not 0 <= config.tail_k_tiles <= plan["ab_stages"]:
             return False, f"tail_k_tiles holds that many ring stages: 0..{plan['ab_stages']} for this tile"
+        if config.tail_silu_columns != TAIL_SILU_COLUMNS and not (
+                config.tail_k_tiles and 0 < config.tail_silu_columns <= config.cta_tile_mn[1]
+                and config.tail_silu_columns % config.epi_tile_n == 0):
+            return False, (f"tail_silu_columns (default {TAIL_SILU_COLUMNS}) counts the columns the tail's epilogue "
+                           f"holds ahead of acc2: it needs tail_k_tiles and a multiple of epi_tile_n up to the CTA "
+                           f"tile N {config.cta_tile_mn[1]}, got {config.tail_silu_columns!r}")
         return True, ""
 
     @staticmethod
@@ -1438,11 +1456,11 @@ class DualGemmKernel:
     @cute.jit
     def _epilogue_tail(self, epi, acc_pipeline, acc_state, tTR_tAcc1, tTR_tAcc2, tTR_gC):
         """tail_k_tiles, after acc1's own full barrier: silu(acc1) into registers while the MMA warp still runs A@B2's
-        last k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first TAIL_SILU_COLUMNS columns (all
-        of a 64-wide tile); a 128-wide tile's rest follows a subtile at a time. Holding all 128, or unrolling that loop,
-        took 255 registers and spilled under DSL 4.3.5 (compiled)."""
+        last k-tiles; then acc2, the product and the stores. Ahead of acc2 go the first tail_silu_columns columns (the
+        default 64: all of a 64-wide tile); the rest follows a subtile at a time. Holding all 128 with ex2 + rcp, or
+        unrolling that loop, took 255 registers and spilled under DSL 4.3.5 (compiled): preflight judges each value."""
         subtiles = cute.size(tTR_tAcc1, mode=[3])
-        ahead = min(subtiles, TAIL_SILU_COLUMNS // self.epi_tile_n)
+        ahead = min(subtiles, self.config.tail_silu_columns // self.epi_tile_n)
         silu1 = [cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE) for _ in range(ahead)]
         acc1 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
         acc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)

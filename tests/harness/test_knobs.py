@@ -24,6 +24,8 @@ def test_tune_space_holds_each_knob():
         assert (f"_t{c.tail_k_tiles}" in c.name) == bool(c.tail_k_tiles)
         assert c.name.endswith("_ppc") == c.product_per_cta
         assert ("_rs" in c.name) == c.reduce_scatter
+        assert (f"_s{c.tail_silu_columns}" in c.name) == (c.tail_silu_columns != S.TAIL_SILU_COLUMNS)
+    assert any(c.tail_silu_columns != S.TAIL_SILU_COLUMNS for c in KNOBS)
 
 
 @pytest.mark.parametrize("cfg, why", [
@@ -35,6 +37,9 @@ def test_tune_space_holds_each_knob():
     (S.KernelConfig(mma_tile_mn=(128, 256)), "256 only with product_per_cta"),
     (S.KernelConfig(tail_k_tiles=9), "tail_k_tiles holds"),
     (S.KernelConfig(reduce_scatter=True), "needs split_k > 1"),
+    (S.KernelConfig(tail_silu_columns=128), "needs tail_k_tiles"),
+    (S.KernelConfig(tail_k_tiles=2, tail_silu_columns=48), "multiple of epi_tile_n"),
+    (S.KernelConfig(tail_k_tiles=2, tail_silu_columns=256), "up to the CTA tile N 128"),
 ])
 def test_knob_combinations_refused_with_a_reason(cfg, why):
     ok, reason = S.DualGemmKernel.can_implement(cfg, 1024, 1024, 1024, 1)
@@ -88,7 +93,8 @@ def expected_mmas(cfg, m, n, k):
     ("m128n128_c1x1_e32_ppc", (256, 512, 512, 1), 2, 25),
     ("m256n128_c2x1_e32_ppc", (256, 512, 512, 1), 4, 26),
     ("m256n256_c2x1_e32_ppc", (256, 512, 512, 1), 4, 27),
-    ("m256n128_c2x1_e32_t3_px2", (256, 384, 1536, 1), 2, 29),  # the tail's silu ahead of acc2 through ex2_poly
+    # the tail's silu ahead of acc2 through ex2_poly, three of the four subtiles ahead
+    ("m256n128_c2x1_e32_t3_s96_px2", (256, 384, 1536, 1), 2, 29),
 ])
 def test_knob_configs_walk_several_tiles(name, shape, sm_count, seed):
     cfg = next(c for c in S.TUNE_SPACE if c.name == name)
