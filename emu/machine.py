@@ -207,7 +207,8 @@ class Cost:
 
 class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
-                 completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None):
+                 completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None,
+                 prerequisite_writes=None):
         decode_kernel(kernel)
         check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
@@ -241,6 +242,9 @@ class Machine:
         # "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
         self.pdl = any(aid == PDL_LAUNCH_ATTRIBUTE and int.from_bytes(val[:4], "little") != 0
                        for aid, val in getattr(launch, "launch_attrs", []))
+        # What the grid before this one in the stream may write, as global allocations (base, size); None: not known.
+        self.prerequisite_writes = (None if prerequisite_writes is None
+                                    else [gmem.allocation(int(a)) for a in prerequisite_writes])
         for g, c in zip(self.grid, self.cluster_dims):
             if g % c:
                 raise Hazard(f"grid {self.grid} is not a multiple of the cluster shape {self.cluster_dims}")
@@ -372,13 +376,26 @@ class Machine:
         """A global order of events: the number of warp-instructions executed so far."""
         return self.stats["warp_instructions"]
 
-    def check_global_access(self, w, mask, what: str) -> None:
-        """Under programmatic dependent launch, global memory before griddepcontrol.wait races the previous kernel."""
-        if self.pdl:
-            waited = getattr(w, "griddep_waited", None)
-            if waited is None or (mask & ~waited).any():
-                raise Hazard(f"{what}: global memory accessed before griddepcontrol.wait in a kernel launched with "
-                             f"programmatic dependent launch (the previous kernel may still be writing it)")
+    def check_global_access(self, w, mask, what: str, reads=None) -> None:
+        """Under programmatic dependent launch only griddepcontrol.wait makes the prerequisite grid's writes visible
+        (PTX ISA "griddepcontrol"): before it, a store or atomic races that grid, and so does a read (`reads`: the
+        global addresses an access starts at) of memory it may write. Which memory that is, the stream says
+        (prerequisite_writes); where it does not, every access before the wait races."""
+        if not self.pdl:
+            return
+        waited = getattr(w, "griddep_waited", None)
+        if waited is not None and not (mask & ~waited).any():
+            return
+        if reads is not None and self.prerequisite_writes is not None:
+            for addr in reads:
+                for base, size in self.prerequisite_writes:
+                    if base <= int(addr) < base + size:
+                        raise Hazard(f"{what}: reads global memory at {int(addr):#x} before griddepcontrol.wait, in "
+                                     f"the allocation at {base:#x} that the previous grid in the stream writes (a "
+                                     f"kernel launched with programmatic dependent launch)")
+            return
+        raise Hazard(f"{what}: global memory accessed before griddepcontrol.wait in a kernel launched with "
+                     f"programmatic dependent launch (the previous kernel may still be writing it)")
 
     def tensor_map(self, addr: int):
         """The CUtensorMap at a generic address (a kernel parameter), decoded once."""

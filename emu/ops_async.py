@@ -71,12 +71,13 @@ class BulkTensorLoad:
     @staticmethod
     def execute(ex, w, ins, mask):
         info = ins.info
-        ex.check_global_access(w, mask, ins.opcode)
         dst_op, tens, mbar_op = ins.operands[:3]
+        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
+        ex.check_global_access(w, mask, ins.opcode,
+                               reads={ex.tensor_map(int(a)).address for a in tmap_addr[mask]} if ex.pdl else None)
         rest = list(ins.operands[3:])
         dst = lane_addresses(ex, w, dst_op, 32)
         mbar = lane_addresses(ex, w, mbar_op, 32)
-        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
         coords = [w.read(c, "s32", ex) for c in tens.coords]
         if len(coords) != info["rank"]:
             raise Hazard(f"{ins.opcode}: {len(coords)} coordinates for a {info['rank']}-d copy")
@@ -179,10 +180,10 @@ class BulkCopyLoad:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        ex.check_global_access(w, mask, ins.opcode)
         dst_op, src_op, size_op, mbar_op = ins.operands[:4]
-        dst = lane_addresses(ex, w, dst_op, 32)
         src = lane_addresses(ex, w, src_op, 64)
+        ex.check_global_access(w, mask, ins.opcode, reads=src[mask])
+        dst = lane_addresses(ex, w, dst_op, 32)
         size = w.read(size_op, "u32", ex)
         mbar = lane_addresses(ex, w, mbar_op, 32)
         for lane in _lane(mask):
@@ -237,9 +238,9 @@ class CpAsync:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        ex.check_global_access(w, mask, ins.opcode)
-        dst = lane_addresses(ex, w, ins.operands[0], 32)
         src = lane_addresses(ex, w, ins.operands[1], 64)
+        ex.check_global_access(w, mask, ins.opcode, reads=src[mask])
+        dst = lane_addresses(ex, w, ins.operands[0], 32)
         size = w.read(ins.operands[2], "u32", ex)
         src_size = w.read(ins.operands[3], "u32", ex) if len(ins.operands) > 3 else size
         for lane in _lane(mask):

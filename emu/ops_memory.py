@@ -79,12 +79,12 @@ class LoadStore:
     @staticmethod
     def execute(ex, w, ins, mask):
         space, vec, ty = ins.info
-        if space == "global":
-            ex.check_global_access(w, mask, ins.opcode)
         width = 32 if space.startswith("shared") else 64
         esize = type_bits(ty) // 8
         addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
         addrs = lane_addresses(ex, w, addr_op, width)
+        if space == "global":
+            ex.check_global_access(w, mask, ins.opcode, reads=addrs[mask] if ins.base == "ld" else None)
         misaligned = mask & (addrs % np.uint64(esize * vec) != 0)
         if misaligned.any():
             lane = int(np.flatnonzero(misaligned)[0])

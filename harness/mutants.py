@@ -65,6 +65,7 @@ C_SPLIT = "m256n128_c2x1_e16_sk2"
 C_RS = "m256n128_c2x1_e16_sk2_rs"
 C_RS3 = "m256n128_c2x1_e16_sk3_rs"
 C_PAIR = "m128n128_c1x1_e32_ppc"
+C2_AC_EARLY = "m256n64_c2x1_e32_ac_pe4"
 C2_128_EP = "m256n128_c2x1_e16_ep"
 MMA_THEN_CP = ("note:tcgen05-mma-then-cp-unordered",)  # emu.ordering: the rule each ordering mutant trips
 FENCE_AFTER = ("note:tcgen05-fence-after-thread-sync-missing",)
@@ -119,6 +120,11 @@ MUTANTS = (
     Mutant("pdl_no_wait_before_loads", "global memory touched before griddepcontrol.wait under PDL",
            "                cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible\n",
            "                pass\n", C1, (128, 256, 512, 1)),
+    # pdl_early_k_tiles: the config is judged in the leaderboard's stream, where reading inputs early is legal; storing
+    # C before the wait is not (the previous call writes C)
+    Mutant("pdl_store_before_wait", "C stored before griddepcontrol.wait under PDL (the early-loads config's stream)",
+           "                cute.arch.griddepcontrol_wait()  # no store to C before the previous kernel is done with it\n",
+           "                pass\n", C2_AC_EARLY, (256, 128, 512, 1)),
     Mutant("collector_not_filled", "A collector used without a fill (collector::a::fill missing)",
            'f"@e {mma}.collector::a::fill [$0], ad, bd1, id, [$5], [$6], p;\\n"',
            'f"@e {mma}.collector::a::discard [$0], ad, bd1, id, [$5], [$6], p;\\n"', C_AC, (128, 256, 512, 1)),

@@ -133,6 +133,21 @@ def torch_bytes(t: torch.Tensor) -> tuple[np.ndarray, int]:
     return raw, t.storage_offset() * t.element_size()
 
 
+# What the grid before a call writes in the leaderboard's timed loop (docs/leaderboard.md §3): the previous call of
+# custom_kernel writes its own C, the L2 flush before a repeat its own buffer; neither writes an input of this call.
+# Declared as this call's C (the same buffer where a caller repeats one input set): under programmatic dependent
+# launch a read of an input before griddepcontrol.wait is then legal and any access to C races (emu.run_kernel's
+# prerequisite_writes).
+LEADERBOARD_PREREQUISITE_WRITES = ("c",)
+
+
+def prerequisite_writes_for(config):
+    """The stream a config is judged under: not known (None: every global access before griddepcontrol.wait races),
+    as custom_kernel promises correctness after any kernel, unless the config loads inputs before the wait
+    (KernelConfig.pdl_early_k_tiles), whose stated contract is the leaderboard's loop."""
+    return LEADERBOARD_PREREQUISITE_WRITES if getattr(config, "pdl_early_k_tiles", 0) else None
+
+
 def place_inputs(gmem: GlobalMemory, data, m: int, n: int, k: int, l: int, problem: Problem = DUAL_GEMM) -> dict:
     """Each operand's bytes in gmem, laid out as the leaderboard's tensors are; {operand: its global address}."""
     want = problem.tensors(m, n, k, l)

@@ -20,9 +20,10 @@ from .verdict import REPO, EmulationResult, launch_summary, prepare
 def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
                   seed: int = 1111, submission=None, costs=None, full_grid: bool = False, trace: bool = False,
                   progress=None, sched_seed: int = 0, dsl: str = "default", host_path: str | None = None,
-                  problem=None):
+                  problem=None, prerequisite_writes="config"):
     """Our kernel (submission.py or a copy) at one shape: (EmulationResult of the simulated clusters' C, TimedCall).
-    problem: the leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm)."""
+    problem: the leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm); prerequisite_writes:
+    as harness.verdict.emulate's."""
     t0 = time.time()
     problem = get_problem(problem)
     submission = submission or REPO / "submission.py"
@@ -32,7 +33,8 @@ def timed_emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = 
         return prep, None
     reference = problem.reference()
 
-    timed = timed_run(prep.cap, prep.gmem, costs, sched_seed, full_grid, trace, progress)
+    timed = timed_run(prep.cap, prep.gmem, costs, sched_seed, full_grid, trace, progress,
+                      prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes))
     res = EmulationResult(timed.status, prep.config.name, (m, n, k, l), mode, message=timed.message)
     res.launch = launch_summary(prep.cap, host_path)
     res.clusters_run, res.clusters_total = timed.clusters_simulated, timed.clusters_total

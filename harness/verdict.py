@@ -34,7 +34,7 @@ from emu import GlobalMemory, Schedule, run_kernel
 from emu.machine import POLICIES
 
 from .capture import CompileError, LaunchError, capture_launch, default_host_path
-from .problems import DT_I64, compare, get_problem, place_inputs
+from .problems import DT_I64, compare, get_problem, place_inputs, prerequisite_writes_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -216,6 +216,13 @@ class Prepared:
         rows, words = self.profile_shape
         return self.gmem.read(self.addresses["profile"], rows * words * 8).view(np.int64).reshape(rows, words).copy()
 
+    def prerequisite_addresses(self, names):
+        """emu.run_kernel's prerequisite_writes: the operands `names` ("config": the config's stream,
+        harness.problems.prerequisite_writes_for; None: not known)."""
+        if names == "config":
+            names = prerequisite_writes_for(self.config)
+        return None if names is None else [self.addresses[name] for name in names]
+
 
 def prepare(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, mode: str = "strict",
             seed: int = 1111, submission: str | Path = REPO / "submission.py", sm_count: int | None = None,
@@ -264,11 +271,14 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             seed: int = 1111, sched_seed: int = 0, submission: str | Path = REPO / "submission.py",
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
             dsl: str = "default", host_path: str | None = None, schedules=None,
-            stop_at_failure: bool = True, allow_notes: bool = False, problem=None) -> EmulationResult:
+            stop_at_failure: bool = True, allow_notes: bool = False, problem=None,
+            prerequisite_writes="config") -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise. allow_notes: a MATCH with notes
     passes (EmulationResult.passed); by default it fails, as it must for the kernel under development. problem: the
-    leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm)."""
+    leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm). prerequisite_writes: the operands
+    the grid before the call writes (None: not known, so under PDL every global access before griddepcontrol.wait
+    races; "config": the stream the config states, harness.problems.prerequisite_writes_for)."""
     t0 = time.time()
     problem = get_problem(problem)
     host_path = host_path or default_host_path()
@@ -294,7 +304,8 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         gmem.write(addresses["c"], c_poison)
         if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
             gmem.write(addresses["profile"], profile_blank)
-        run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule)
+        run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule,
+                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes))
         one = ScheduleRun(schedule.name, run.status, run.message)
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
         if run.machine is not None:

@@ -90,9 +90,10 @@ def plan(machine: Machine, costs, full_grid: bool = False) -> tuple[list, int, i
 
 
 def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, trace: bool = False,
-              progress=None, issue_from_sass: bool = True) -> TimedCall:
+              progress=None, issue_from_sass: bool = True, prerequisite_writes=None) -> TimedCall:
     """Time one call of the captured launch on gmem (inputs placed, C poisoned); gmem ends holding the timed pass's
-    C for the clusters simulated. issue_from_sass=False keeps the PTX's per-lane charge of every copy (and says so)."""
+    C for the clusters simulated. issue_from_sass=False keeps the PTX's per-lane charge of every copy (and says so).
+    prerequisite_writes: as emu.run_kernel's (what the grid before this one in the stream writes)."""
     costs = costs or load()
     out = TimedCall("completed", costs=costs.describe())
     kernel = ptx_mod.parse_module(cap.ptx)
@@ -102,7 +103,8 @@ def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, tra
     else:
         merge = frozenset()
         out.corrections = ["PTX charge (per lane) for every copy: SASS not read (issue_from_sass=False)"]
-    probe = ProbeMachine(kernel, cap, copy.deepcopy(gmem), seed=seed, merge_kinds=merge)
+    probe = ProbeMachine(kernel, cap, copy.deepcopy(gmem), seed=seed, merge_kinds=merge,
+                         prerequisite_writes=prerequisite_writes)
     ids, waves, active = plan(probe, costs, full_grid)
     out.clusters_total, out.clusters_simulated, out.waves, out.active_sms = len(list(probe.clusters())), len(ids), waves, active
     try:
@@ -134,7 +136,8 @@ def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, tra
                 placement[cid] = (wave_start, sms[i:i + n])
                 i += n
             machine = TimedMachine(kernel, cap, gmem, costs, placement, shares, out.reuse, release, seed=seed,
-                                   trace=tr, progress=progress, merge_kinds=merge)
+                                   trace=tr, progress=progress, merge_kinds=merge,
+                                   prerequisite_writes=prerequisite_writes)
             machine.store_log = store_log  # every wave's stores, for the check of C
             machine.run()
             ends = [m["end"] for m in machine.marks.values()]

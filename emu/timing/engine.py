@@ -198,8 +198,8 @@ class ProbeMachine(IssueMerge, Machine):
     """The functional pass of a timed call (emu.timing.call): a Machine whose read traffic per allocation (what
     the reuse of each allocation is computed from) counts an operation the SASS rule merges once."""
 
-    def __init__(self, kernel, launch, gmem, seed: int = 0, merge_kinds=()):
-        super().__init__(kernel, launch, gmem, seed=seed)
+    def __init__(self, kernel, launch, gmem, seed: int = 0, merge_kinds=(), prerequisite_writes=None):
+        super().__init__(kernel, launch, gmem, seed=seed, prerequisite_writes=prerequisite_writes)
         self.setup_merge(merge_kinds)
 
     def submit(self, cluster, op) -> None:
@@ -221,8 +221,8 @@ class TimedMachine(IssueMerge, Machine):
     charge)."""
 
     def __init__(self, kernel, launch, gmem, costs, placement: dict, shares: dict, reuse: dict, wait_release: float,
-                 seed: int = 0, trace=None, progress=None, merge_kinds=()):
-        super().__init__(kernel, launch, gmem, seed=seed)
+                 seed: int = 0, trace=None, progress=None, merge_kinds=(), prerequisite_writes=None):
+        super().__init__(kernel, launch, gmem, seed=seed, prerequisite_writes=prerequisite_writes)
         self.setup_merge(merge_kinds)
         self.costs = costs
         self.placement = placement

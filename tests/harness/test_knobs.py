@@ -40,6 +40,8 @@ def test_tune_space_holds_each_knob():
     (S.KernelConfig(tail_silu_columns=128), "needs tail_k_tiles"),
     (S.KernelConfig(tail_k_tiles=2, tail_silu_columns=48), "multiple of epi_tile_n"),
     (S.KernelConfig(tail_k_tiles=2, tail_silu_columns=256), "up to the CTA tile N 128"),
+    (S.KernelConfig(pdl_early_k_tiles=2, pdl=False), "it needs pdl"),
+    (S.KernelConfig(pdl_early_k_tiles=99), "at most the ring's"),
 ])
 def test_knob_combinations_refused_with_a_reason(cfg, why):
     ok, reason = S.DualGemmKernel.can_implement(cfg, 1024, 1024, 1024, 1)
@@ -118,3 +120,13 @@ def test_knob_corner_shapes(name, shape):
     not divide the k-tiles (4 over 3 slices: 1, 1, 2)."""
     res = emulate(*shape, config_name=name, mode="leaderboard", sched_seed=28)
     assert res.status == "match", res.summary() + "\n" + res.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("writes", [None, ("a", "c")], ids=["stream-unknown", "previous-grid-writes-A"])
+def test_early_loads_under_pdl_race_a_stream_that_may_write_the_inputs(writes):
+    """pdl_early_k_tiles reads A, B and the scales before griddepcontrol.wait: correct in the leaderboard's loop (the
+    gate runs it there: harness.problems.prerequisite_writes_for), a race after a kernel that may write an input."""
+    res = emulate(256, 128, 1024, 1, config_name="m256n64_c2x1_e32_ac_pe4", mode="strict", schedules=1,
+                  prerequisite_writes=writes)
+    assert res.status == "hazard" and "before griddepcontrol.wait" in res.message, res.summary() + "\n" + res.message
