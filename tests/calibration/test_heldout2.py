@@ -53,3 +53,27 @@ def test_the_first_set_and_the_fit_do_not_change():
     assert len(data["points"]) == 67 and not ids & set(DECL["points"])
     assert sum(p["split"] == "fit" for p in data["points"]) == 9
     assert set(HELDOUT["points"]) <= ids and len(HELDOUT["points"]) == 58
+
+
+def test_a_run_on_the_second_set_times_only_it_and_the_fit_points(tmp_path, monkeypatch):
+    """judge.run(point_set="heldout2") with the timed emulator stubbed (time = measured × a factor per kernel): the rows
+    are the 9 fit points, the 32 declared points and kernel 9's 4 (the deltas' end); the summary judges the set
+    (32 points, 32 deltas, no pairs) and leaves heldout.json's judgement out."""
+    def fake_time_points(points, sources, overrides=None, jobs=1, progress=None):
+        start = (overrides or {}).get("cta_start_cycles", 0) / 1.962e3
+        return {p["id"]: {"id": p["id"], "timed_us": round(p["measured_us"] * (1 + 0.01 * p.get("kernel", 0)) + start, 3),
+                          "status": "match", "message": "", "binds": "stub", "seconds": 0.0} for p in points}
+
+    monkeypatch.setattr(judge, "time_points", fake_time_points)
+    out = judge.run("unused", rates=(64, 80), report=(tmp_path / "r.json", tmp_path / "r.md"), out=lambda *a, **k: None,
+                    with_prior=False, point_set="heldout2")
+    ids = {r["id"] for r in out["rows"]}
+    assert len(ids) == 45 and set(DECL["points"]) <= ids and set(DECL["fit"]) <= ids
+    assert {r["split"] for r in out["rows"] if r["id"] in DECL["points"]} == {"holdout2"}
+    s = out["summary"]
+    assert "heldout:timed_fitted_us" not in s
+    j = s["heldout2:timed_fitted_us"]
+    assert (j["n"], j["declared"], j["missing"], j["delta_rms"]["n"]) == (32, 32, [], 32)
+    assert j["delta_rms"]["no_change"] == 0.0838 and j["sign_accuracy"]["of"] == 9
+    assert set(j["signed_bias"]) == {"M256", "M512"}
+    assert "second declared set" in (tmp_path / "r.md").read_text()
