@@ -10,7 +10,8 @@ Each module is one calibration family, runnable from the repository root as `pyt
                  nvfp4_gemm logs (gau_versions: his host code per version); b200_points.json: their B200 times,
                  designs and the fit/holdout split the timed emulator is judged on
   arseni         arseni_ivanov's B200-verified CuTe DSL kernel for this problem (three kernels by shape)
-  novus          novus677's B200-verified CUDA + inline-PTX kernel 9 for this problem
+  novus          novus677's B200-verified CUDA + inline-PTX kernel 9 for this problem (novus_versions: his
+                 kernels 1-8 from their commits, the second declared set calibration/heldout2.json)
   mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C
   launch_limits  whether a kernel's 1 KiB of cubin static shared memory counts against the opt-in maximum per block
                  (the launch stand-ins' rule) on a lent H100/H200

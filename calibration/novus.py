@@ -38,6 +38,10 @@ tanh SiLU, tanh SiLU with the 0.49995 factor, transposed C) at a smaller K and g
 no small shape for them: same device code path, another K instantiation.
 
 Prints one line per config and mode: "emulated VERDICT: ...". Exit 0 only if all MATCH (notes allowed).
+
+His kernels 1-8 (`--kernel N`, configs test / bench1..bench4 / all): each from its own commit, with its own host code
+(dispatch, template arguments, grid, K as a parameter in kernels 1-2) and fingerprints: calibration/novus_versions.py
+(its docstring gives the steps). Kernel 9 above stays the default and reads the folder as before.
 """
 from __future__ import annotations
 
@@ -111,12 +115,30 @@ HW_SWIZZLE_128B = 3
 class NovusConfig:
     name: str
     shape: tuple  # (M, N, K)
-    launch: tuple  # his LAUNCH arguments
+    launch: tuple  # his LAUNCH arguments (kernel 9's order; other kernels: normalized to it, KernelVersion.normalize)
     what: str
+    version: int = 9  # his kernel N (1-9); 9: the folder of find_source(), else the commit's sources (versions below)
 
     @property
     def natural(self) -> bool:
         return DISPATCH.get(self.shape) == self.launch
+
+    def natural_for(self, dispatch: dict) -> bool:
+        """Whether this config claims to be his launch for its shape (a version config named kN-...)."""
+        return self.name.startswith(f"k{self.version}-")
+
+
+def version_config(n: int, shape: tuple = (256, 512, 256), where=None) -> NovusConfig:
+    """His kernel n's own launch for `shape` (his dispatch at that commit; calibration/novus_versions.py). Raises
+    novus_versions.Unsupported where his source at that commit differs from what is re-implemented."""
+    from calibration import novus_versions
+
+    v, _, dispatch, notes = novus_versions.load(n, where)
+    launch = novus_versions.launch_for(v, dispatch, tuple(shape))
+    m, nn, k = shape
+    return NovusConfig(f"k{n}-{m}x{nn}x{k}", tuple(shape), launch,
+                       f"kernel {n} ({v.commit[:7]}): his launch {novus_versions.instantiation(v, launch)}"
+                       + (f"; {'; '.join(notes)}" if notes else ""), n)
 
 
 def _variant(name: str, shape: tuple, template_of: tuple, what: str) -> NovusConfig:
@@ -238,8 +260,16 @@ def host_launch(cfg: NovusConfig, addr: dict) -> dict:
     ptr = lambda v: int(v).to_bytes(8, "little")  # noqa: E731
     params = [i32(m), i32(n), _tmap(addr["a"], m, k, bm, bk), _tmap(addr["b1"], n, k, bn, bk),
               _tmap(addr["b2"], n, k, bn, bk), ptr(addr["sfa"]), ptr(addr["sfb1"]), ptr(addr["sfb2"]), ptr(addr["c"])]
+    inst = instantiation(cfg.launch)
+    if cfg.version != 9:  # kernels 1-8 (calibration/novus_versions.py): their template, K a parameter in 1-2
+        from calibration import novus_versions
+
+        v = novus_versions.VERSIONS[cfg.version]
+        inst = novus_versions.instantiation(v, cfg.launch)
+        if v.k_param:
+            params.insert(2, i32(k))
     return {"grid": (grid, 1, 1), "block": (BLOCK_DIM, 1, 1), "cluster": (1, 1, 1), "dynamic_smem": smem,
-            "params": params, "instantiation": instantiation(cfg.launch)}
+            "params": params, "instantiation": inst}
 
 
 # ============================================================================ one run
@@ -322,10 +352,17 @@ def prepare(folder: Path, cfg: NovusConfig, mode: str = "strict", seed: int = 11
     from emu.state import GlobalMemory
     from harness.problems import place_inputs
 
-    src = read_source(folder)
-    missing = check_host(src)
-    if missing:
-        raise RuntimeError("his host code differs from what this tool re-implements; missing: " + " | ".join(missing))
+    if cfg.version == 9:
+        src = read_source(folder)
+        missing = check_host(src)
+        if missing:
+            raise RuntimeError("his host code differs from what this tool re-implements; missing: " + " | ".join(missing))
+    else:  # kernels 1-8 from their commits: `folder` is a git directory or a folder of k1/ ... k9/ (novus_versions)
+        from calibration import novus_versions
+
+        v, src, dispatch, _ = novus_versions.load(cfg.version, folder)
+        if novus_versions.launch_for(v, dispatch, cfg.shape) != cfg.launch and cfg.natural_for(dispatch):
+            raise RuntimeError(f"kernel {cfg.version}: the launch differs from his dispatch for {cfg.shape}")
     m, n, k = cfg.shape
     data = reference.generate_input(m, n, k, 1, seed, mode=mode, device="cpu")
     data[9].fill_(float("nan"))
@@ -388,11 +425,16 @@ def main(argv=None) -> int:
     ap.add_argument("--sched-seed", type=int, default=0)
     ap.add_argument("--clusters", default="all", help="'all' or a count of clusters (CTAs) to run, drawn by the seed")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--kernel", type=int, default=9,
+                    help="his kernel N (1-9; default 9, the folder above); 1-8 from their commits "
+                         "(calibration/novus_versions.py), configs test, bench1..bench4 or all")
     args = ap.parse_args(argv)
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from emu.state import summarize_notes
 
+    if args.kernel != 9:
+        return _main_version(args, summarize_notes)
     folder, why = (Path(args.src), "") if args.src else find_source()
     if folder is None:
         print(f"skipped: {why}", flush=True)
@@ -422,6 +464,38 @@ def main(argv=None) -> int:
             "shape": r.config.shape, "launch_args": r.config.launch, "mode": r.mode, "message": r.message,
             "notes": [n.describe() for n in r.notes], "seconds": round(r.seconds, 2), "launch": r.launch,
             "stats": r.stats, "compile": r.compile} for r in results], indent=2, default=list))
+    return 0 if results and all(r.status == "match" for r in results) else 1
+
+
+def _main_version(args, summarize_notes) -> int:
+    """--kernel N (1-8): his launch at that commit for the test shape and / or the benchmark shapes."""
+    from calibration import novus_versions
+
+    where, why = (Path(args.src), "") if args.src else novus_versions.find_source()
+    if where is None:
+        print(f"skipped: {why}", flush=True)
+        return 1
+    shapes = {"test": novus_versions.TEST_SHAPE,
+              **{f"bench{i + 1}": s for i, s in enumerate(novus_versions.BENCH_SHAPES)}}
+    names = list(shapes) if args.configs in ("all", ",".join(DEFAULT_CONFIGS)) and args.configs == "all" else (
+        ["test"] if args.configs == ",".join(DEFAULT_CONFIGS) else [c.strip() for c in args.configs.split(",")])
+    print(f"novus677 kernel {args.kernel}: {where} ({novus_versions.COMMITS[args.kernel][0][:12]})", flush=True)
+    results = []
+    for name in names:
+        try:
+            cfg = version_config(args.kernel, shapes[name], where)
+        except (KeyError, RuntimeError) as e:
+            print(f"emulated UNSUPPORTED: novus677 kernel {args.kernel} {name}: {e}", flush=True)
+            return 1
+        print(f"{cfg.name}: {cfg.what}", flush=True)
+        for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
+            r = run_one(where, cfg, mode, args.seed, args.sched_seed, args.clusters)
+            results.append(r)
+            print(r.line(), flush=True)
+            for line in summarize_notes(r.notes):
+                print("  " + line, flush=True)
+            if r.status != "match":
+                print("  " + r.message.replace("\n", "\n  "), flush=True)
     return 0 if results and all(r.status == "match" for r in results) else 1
 
 

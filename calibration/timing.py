@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
 HELDOUT = Path(__file__).with_name("heldout.json")
+HELDOUT2 = Path(__file__).with_name("heldout2.json")  # the second declared set (novus677 kernels 1-8)
 REPORT_JSON = REPO / "docs" / "timing_calibration.json"
 REPORT_MD = REPO / "docs" / "timing_calibration.md"
 # The fitted rows and the grid searched for each (the prior value is always on the grid).
@@ -41,14 +42,24 @@ FIT_GRID = {"l2_to_sm_bytes_per_clk": (32, 48, 64, 80, 96, 128, 160, 192)}
 KEY_STEPS = (("v1", "v1b"), ("v1b", "v1c"), ("v1g", "v2"))  # the issue's key dual-GEMM steps
 
 
-def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT) -> dict:
+def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Path | None = None) -> dict:
     """The points file, with each point's place in its family's version log ("order") and only the points that are
     used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used);
     then the other authors' points that `heldout` (calibration/heldout.json, declared before any revised run)
-    adds, held out. Every point gets its author ("gau-nernst" for the points file's)."""
+    adds, held out. Every point gets its author ("gau-nernst" for the points file's). With `second`
+    (calibration/heldout2.json) the points file's novus677_points it declares come too, split "holdout2" (neither
+    "fit" nor "holdout": the fit and heldout.json's judgement do not see them), ordered before heldout.json's kernel 9
+    (the end of their version series); data["heldout2"] is the declaration."""
     data = json.loads(Path(path).read_text())
     data["points"] = [dict(p, order=i, author=p.get("author", "gau-nernst")) for i, p in enumerate(data["points"])
                       if p.get("use", True) and p.get("runnable", True)]
+    if second is not None:
+        declared2 = json.loads(Path(second).read_text())
+        records = {p["id"]: p for p in data.get("novus677_points", [])}
+        start = len(data["points"])
+        data["points"] += [dict(records[i], order=start + j, split="holdout2") for j, i in enumerate(declared2["points"])]
+        data["heldout2"] = declared2
+    data.pop("novus677_points", None)
     if heldout is not None:
         declared = json.loads(Path(heldout).read_text())
         start = len(data["points"])
@@ -70,10 +81,17 @@ def prepare_point(point: dict, sources: str):
     if point["author"] == "novus677":
         from calibration import novus
 
+        shape = tuple(point["shape"][:3])
+        if point.get("kernel", 9) != 9:  # kernels 1-8 from their commits (calibration/novus_versions.py)
+            from calibration import novus_versions
+
+            where, why = novus_versions.find_source()
+            if where is None:
+                raise FileNotFoundError(why)
+            return novus.prepare(where, novus.version_config(point["kernel"], shape, where))
         folder, why = novus.find_source()
         if folder is None:
             raise FileNotFoundError(why)
-        shape = tuple(point["shape"][:3])
         return novus.prepare(folder, novus.NovusConfig(point["id"], shape, novus.DISPATCH[shape], "his launch"))
     from calibration import gau
 
@@ -262,6 +280,59 @@ def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> d
     return out
 
 
+def judge_set(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
+    """The metrics calibration/heldout2.json declares, on its points only: absolute error (median, max; all and per
+    M), signed bias per M (mean, median), the RMS of the version deltas along its delta_series (timed change -
+    measured change) against predicting no change, the sign of the deltas measured beyond +-3%. No pairs (one
+    author)."""
+    by_id = {r["id"]: r for r in rows}
+    held = [by_id[i] for i in declared["points"] if i in by_id and by_id[i].get(key)]
+    err = {r["id"]: _err(r[key], r["measured_us"]) for r in held}
+    out = {"n": len(held), "declared": len(declared["points"]), "missing": sorted(set(declared["points"]) - set(err))}
+    ms = sorted({r["shape"][0] for r in held})
+    groups = {"all": held, **{f"M{m}": [r for r in held if r["shape"][0] == m] for m in ms}}
+    out["abs_error"] = {g: {"n": len(rs), "median": round(statistics.median(abs(err[r["id"]]) for r in rs), 4),
+                            "max": round(max(abs(err[r["id"]]) for r in rs), 4)} if rs else {"n": 0}
+                        for g, rs in groups.items()}
+    out["signed_bias"] = {g: {"mean": round(statistics.mean(err[r["id"]] for r in rs), 4),
+                              "median": round(statistics.median(err[r["id"]] for r in rs), 4)} if rs else {}
+                          for g, rs in groups.items() if g != "all"}
+    ds = []
+    for shape, series in declared["delta_series"].items():
+        for a, b in zip(series, series[1:]):
+            if by_id.get(a, {}).get(key) and by_id.get(b, {}).get(key):
+                measured = by_id[b]["measured_us"] / by_id[a]["measured_us"] - 1
+                predicted = by_id[b][key] / by_id[a][key] - 1
+                ds.append({"shape": shape, "from": a, "to": b, "measured": round(measured, 4),
+                           "predicted": round(predicted, 4), "error": round(predicted - measured, 4)})
+    out["deltas"] = ds
+    out["delta_rms"] = {"timed": _stats([d["error"] for d in ds]).get("rms"),
+                        "no_change": _stats([-d["measured"] for d in ds]).get("rms"), "n": len(ds)}
+    big = [d for d in ds if abs(d["measured"]) > 0.03]
+    out["sign_accuracy"] = {"right": sum((d["predicted"] > 0) == (d["measured"] > 0) for d in big), "of": len(big)}
+    t = declared["targets"]
+    out["targets_met"] = {
+        "abs_error_median": out["abs_error"]["all"].get("median", 1) <= t["abs_error_median_max"],
+        "abs_error_max": out["abs_error"]["all"].get("max", 1) <= t["abs_error_max_max"],
+        "signed_bias_each_M": all(abs(b["mean"]) <= t["signed_bias_abs_max_each_M"]
+                                  for b in out["signed_bias"].values() if b),
+        "delta_rms": (out["delta_rms"]["timed"] or 1) < (out["delta_rms"]["no_change"] or 0)}
+    return out
+
+
+def set_line(j: dict) -> str:
+    """The second set's judgement in one line (met / MISSED)."""
+    met = j["targets_met"]
+    mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+    bias = ", ".join(f"{m} {b['mean']:+.1%}" for m, b in j["signed_bias"].items() if b)
+    d = j["delta_rms"]
+    return (f"second set ({j['n']}/{j['declared']} points timed): |error| median {j['abs_error']['all']['median']:.1%} "
+            f"({mark(met['abs_error_median'])}), max {j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); "
+            f"bias {bias} ({mark(met['signed_bias_each_M'])}); delta RMS {d['timed']:.1%} vs no change "
+            f"{d['no_change']:.1%} (n={d['n']}, {mark(met['delta_rms'])}); sign right on deltas beyond 3% "
+            f"{j['sign_accuracy']['right']}/{j['sign_accuracy']['of']}")
+
+
 def heldout_line(j: dict) -> str:
     """The held-out judgement in one line, each metric beside its target (met / MISSED)."""
     met = j["targets_met"]
@@ -285,15 +356,23 @@ def model_predictions(points: list) -> dict:
 # ------------------------------------------------------------------ the whole judgement
 def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POINTS, out=print,
         switches: dict | None = None, rates=FIT_GRID["l2_to_sm_bytes_per_clk"], report: tuple | None = None,
-        with_prior: bool = True) -> dict:
+        with_prior: bool = True, point_set: str | None = None) -> dict:
     """Time every point with the prior table, fit on the fit points, time every point with the fitted values; write
     the report (docs/timing_calibration.md/.json, or the (json, md) paths of `report`). `switches`: cost-table rows
     every run carries (a hypothesis, docs/timing_hypotheses.md); `rates`: the fit's L2 -> SM grid. Returns the
     report's dict. with_prior=False skips the prior table's pass (a hypothesis run: only the fitted times are judged).
+    point_set="heldout2": only the fit points, calibration/heldout2.json's points and the kernel-9 points its delta
+    series end on are timed, and the summary judges that set (heldout.json's judgement is left out: its points are
+    not timed).
     """
     switches = dict(switches or {})
-    data = load_points(points_path)
+    if point_set not in (None, "heldout2"):
+        raise ValueError(f"unknown point set {point_set!r} (known: heldout2)")
+    data = load_points(points_path, second=HELDOUT2 if point_set else None)
     points = data["points"]
+    if point_set:
+        keep = set(data["heldout2"]["points"]) | {i for s in data["heldout2"]["delta_series"].values() for i in s}
+        points = [p for p in points if p["split"] == "fit" or p["id"] in keep]
     t0 = time.time()
 
     def tick(i, n, row):
@@ -331,10 +410,15 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
                      "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],
                      "binds": fitted[p["id"]]["binds"]})
-    summary = summarize(rows, data.get("heldout"))
+    summary = summarize(rows, None if point_set else data.get("heldout"))
+    if point_set:
+        for key in ("timed_prior_us", "timed_fitted_us"):
+            if any(r.get(key) for r in rows):
+                summary[f"heldout2:{key}"] = judge_set(rows, data["heldout2"], key)
     result = {"label": "timed (the timed emulator) vs measured (B200, GPU MODE leaderboard, public)",
               "engine": _revision(),
-              "split": data.get("split", {}), "switches": switches, "fitted_overrides": fitted_overrides,
+              "split": data.get("split", {}), "point_set": point_set, "switches": switches,
+              "fitted_overrides": fitted_overrides,
               "fit_trials": trials, "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
     write_report(result, *(report or ()))
     return result
@@ -428,6 +512,26 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         lines += ["", heldout_line(hf)]
         if hf["missing"]:
             lines.append(f"Not timed (no time or no source): {', '.join(hf['missing'])}.")
+    if "heldout2:timed_fitted_us" in s:
+        j = s["heldout2:timed_fitted_us"]
+        lines += ["", "## The second declared set (calibration/heldout2.json, docs/timing_hypotheses.md section 8)", "",
+                  f"Switches: {result.get('switches') or 'none (the table as published)'}.", "",
+                  "| metric | fitted | target |", "|---|---|---|"]
+        for g in j["abs_error"]:
+            e = j["abs_error"][g]
+            lines.append(f"| absolute error median / max, {g} | {e['median']:.1%} / {e['max']:.1%} (n={e['n']}) | "
+                         f"{'≤ 6% / ≤ 15%' if g == 'all' else ''} |")
+        for g, b in j["signed_bias"].items():
+            lines.append(f"| signed bias (mean / median), {g} | {b['mean']:+.1%} / {b['median']:+.1%} | within ±5% |")
+        d = j["delta_rms"]
+        lines.append(f"| version-delta RMS (n={d['n']}) | {d['timed']:.1%} (no change {d['no_change']:.1%}) | "
+                     "below no change |")
+        lines.append(f"| sign right on deltas beyond ±3% | {j['sign_accuracy']['right']} / {j['sign_accuracy']['of']} "
+                     "| reported |")
+        lines += ["", set_line(j), "", "| shape | step | measured | timed (fitted) | error |", "|---|---|---|---|---|"]
+        for x in j["deltas"]:
+            lines.append(f"| {x['shape']} | {x['from'].split('-')[2]}→{x['to'].split('-')[2]} | {pct(x['measured'])} | "
+                         f"{pct(x['predicted'])} | {pct(x['error'])} |")
     fmt = lambda e: f"{e['rms']:.1%} / {e['max']:.1%} (n={e['n']})" if e.get("n") else "–"  # noqa: E731
     lines += ["", "Baselines on the same deltas:", "",
               f"- no change: all {fmt(s['no_change:deltas'])}; dual GEMM {fmt(s['no_change:deltas_dual'])}; "

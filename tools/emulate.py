@@ -111,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
     ap.add_argument("--no-prior", action="store_true",
                     help="with --calibration: skip the prior table's pass (a hypothesis run judges the fitted times)")
+    ap.add_argument("--set", default=None, choices=["heldout2"], dest="point_set",
+                    help="with --calibration: time only the fit points and this declared set's points "
+                         "(heldout2: calibration/heldout2.json, with the kernel-9 points its deltas end on)")
     ap.add_argument("--report", default=None, metavar="PREFIX",
                     help="with --calibration: write PREFIX.json and PREFIX.md instead of docs/timing_calibration.* "
                          "(a hypothesis run: --cost NAME=VALUE sets its switches, docs/timing_hypotheses.md)")
@@ -119,19 +122,24 @@ def main(argv=None) -> int:
     if args.calibration:
         if not (args.timing and args.sources):
             ap.error("--calibration goes with --timing and --sources DIR")
+        if args.point_set and not args.report:
+            ap.error("--set goes with --report PREFIX (docs/timing_calibration.* is the whole judgement's report)")
         from calibration import timing as judge
 
         switches = {name: float(value) for name, _, value in (item.partition("=") for item in args.cost)}
         report = (Path(f"{args.report}.json"), Path(f"{args.report}.md")) if args.report else None
         result = judge.run(args.sources, jobs=args.jobs, refit=not args.no_refit, switches=switches, report=report,
-                           with_prior=not args.no_prior)
+                           with_prior=not args.no_prior, point_set=args.point_set)
         s = result["summary"]
-        print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
-              f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
-              f"{s['timed_fitted_us:deltas'].get('rms', 0):.1%} (no change {s['no_change:deltas'].get('rms', 0):.1%}); "
-              f"report {report[1] if report else judge.REPORT_MD.relative_to(REPO)}")
+        if not args.point_set:
+            print(f"timed vs measured (B200): held-out median |error| {s['timed_fitted_us:holdout'].get('median_abs', 0):.1%}, "
+                  f"max {s['timed_fitted_us:holdout'].get('max_abs', 0):.1%}; held-out delta RMS "
+                  f"{s['timed_fitted_us:deltas'].get('rms', 0):.1%} (no change {s['no_change:deltas'].get('rms', 0):.1%}); "
+                  f"report {report[1] if report else judge.REPORT_MD.relative_to(REPO)}")
         if "heldout:timed_fitted_us" in s:
             print(judge.heldout_line(s["heldout:timed_fitted_us"]))
+        if "heldout2:timed_fitted_us" in s:
+            print(judge.set_line(s["heldout2:timed_fitted_us"]))
         return 0
     if args.shape is None:
         ap.error("--shape M,N,K[,L] is required")
