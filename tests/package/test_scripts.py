@@ -66,6 +66,8 @@ def test_correctness_no_gpu_path_passes():
     emulated = re.findall(EMULATED_LINE, proc.stdout, re.M)
     assert sorted(emulated) == sorted(2 * [c.name for c in used])
     assert "FAIL" not in out
+    # strict data under the six-schedule verdict, the leaderboard's under one (test_correctness.LEADERBOARD_SCHEDULES)
+    assert out.count("6/6 schedules") == out.count("1/1 schedules") == len(used), out
     assert proc.stdout.rstrip().splitlines()[-1].startswith(f"summary: {9 + len(emulated)} passed, 0 failed")
 
 
@@ -88,12 +90,12 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
 # spreads them over the CPUs (CI, .ci/run). The strict generator gets the default verdict (six schedules); the
 # leaderboard's generator one schedule: its point is the leaderboard's data within tolerance, and the kernel's C does
 # not depend on the schedule, while a race shows at least as well on strict data (all FP4 codes, scales >= 1).
-# One config per protocol family (1-CTA and 2-CTA tiles, the A collector, the K split's exchange, the product pair's)
-# that test_correctness_no_gpu_path_passes does not already run (it emulates the configs CONFIG_TABLE uses, both
-# generators under the default verdict): every TUNE_SPACE config already gets the six-schedule verdict on a wrapping
-# shape in tests/harness/test_verdict.py (the gate), and the quick test above checks that --configs all hands over
-# every config.
-PROTOCOLS = ("m256n64_c2x1_e32_ac", "m256n128_c2x1_e32", "m256n128_c2x1_e16_sk2", "m128n128_c1x1_e32_ppc")
+# One config per protocol family (1-CTA and 2-CTA tiles, the A collector, the product pair's exchange) that
+# test_correctness_no_gpu_path_passes does not already run (it emulates the configs CONFIG_TABLE uses, the K split's
+# reduce-scatter among them): every TUNE_SPACE config already gets the six-schedule verdict on a wrapping shape in
+# tests/harness/test_verdict.py (the gate), the K splits also over several tiles (tests/harness/test_knobs.py), and
+# the quick test above checks that --configs all hands over every config.
+PROTOCOLS = ("m256n64_c2x1_e32_ac", "m256n128_c2x1_e32", "m128n128_c1x1_e32_ppc")
 EMULATED_BY_THE_SCRIPT = {c.name for c in test_correctness.configs_used_by(load_task(REPO / "task.yml"))}
 
 
