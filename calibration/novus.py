@@ -448,15 +448,7 @@ def main(argv=None) -> int:
     results = []
     for name in names:
         cfg = CONFIGS[name]
-        print(f"{name}: {cfg.what}", flush=True)
-        for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
-            r = run_one(folder, cfg, mode, args.seed, args.sched_seed, args.clusters)
-            results.append(r)
-            print(r.line(), flush=True)
-            for line in summarize_notes(r.notes):
-                print("  " + line, flush=True)
-            if r.status != "match":
-                print("  " + r.message.replace("\n", "\n  "), flush=True)
+        results += _run_modes(folder, cfg, name, args, summarize_notes)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps([{
@@ -465,6 +457,22 @@ def main(argv=None) -> int:
             "notes": [n.describe() for n in r.notes], "seconds": round(r.seconds, 2), "launch": r.launch,
             "stats": r.stats, "compile": r.compile} for r in results], indent=2, default=list))
     return 0 if results and all(r.status == "match" for r in results) else 1
+
+
+def _run_modes(folder, cfg, title: str, args, summarize_notes) -> list:
+    """Run `cfg` (headed `title`) in every mode of --modes, printing each result's line, notes and (unless a MATCH)
+    its message."""
+    print(f"{title}: {cfg.what}", flush=True)
+    results = []
+    for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
+        r = run_one(folder, cfg, mode, args.seed, args.sched_seed, args.clusters)
+        results.append(r)
+        print(r.line(), flush=True)
+        for line in summarize_notes(r.notes):
+            print("  " + line, flush=True)
+        if r.status != "match":
+            print("  " + r.message.replace("\n", "\n  "), flush=True)
+    return results
 
 
 def _main_version(args, summarize_notes) -> int:
@@ -477,8 +485,12 @@ def _main_version(args, summarize_notes) -> int:
         return 1
     shapes = {"test": novus_versions.TEST_SHAPE,
               **{f"bench{i + 1}": s for i, s in enumerate(novus_versions.BENCH_SHAPES)}}
-    names = list(shapes) if args.configs in ("all", ",".join(DEFAULT_CONFIGS)) and args.configs == "all" else (
-        ["test"] if args.configs == ",".join(DEFAULT_CONFIGS) else [c.strip() for c in args.configs.split(",")])
+    if args.configs == "all":
+        names = list(shapes)
+    elif args.configs == ",".join(DEFAULT_CONFIGS):  # the option's default: the test shape
+        names = ["test"]
+    else:
+        names = [c.strip() for c in args.configs.split(",")]
     print(f"novus677 kernel {args.kernel}: {where} ({novus_versions.COMMITS[args.kernel][0][:12]})", flush=True)
     results = []
     for name in names:
@@ -487,15 +499,7 @@ def _main_version(args, summarize_notes) -> int:
         except (KeyError, RuntimeError) as e:
             print(f"emulated UNSUPPORTED: novus677 kernel {args.kernel} {name}: {e}", flush=True)
             return 1
-        print(f"{cfg.name}: {cfg.what}", flush=True)
-        for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
-            r = run_one(where, cfg, mode, args.seed, args.sched_seed, args.clusters)
-            results.append(r)
-            print(r.line(), flush=True)
-            for line in summarize_notes(r.notes):
-                print("  " + line, flush=True)
-            if r.status != "match":
-                print("  " + r.message.replace("\n", "\n  "), flush=True)
+        results += _run_modes(where, cfg, cfg.name, args, summarize_notes)
     return 0 if results and all(r.status == "match" for r in results) else 1
 
 

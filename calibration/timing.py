@@ -320,30 +320,32 @@ def judge_set(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
     return out
 
 
-def set_line(j: dict) -> str:
-    """The second set's judgement in one line (met / MISSED)."""
+def _error_and_bias(j: dict) -> str:
+    """The start of a judgement's line: |error| median and max, bias by M, each beside its target."""
     met = j["targets_met"]
     mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
     bias = ", ".join(f"{m} {b['mean']:+.1%}" for m, b in j["signed_bias"].items() if b)
+    return (f"|error| median {j['abs_error']['all']['median']:.1%} ({mark(met['abs_error_median'])}), max "
+            f"{j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); bias {bias} "
+            f"({mark(met['signed_bias_each_M'])})")
+
+
+def set_line(j: dict) -> str:
+    """The second set's judgement in one line (met / MISSED)."""
     d = j["delta_rms"]
-    return (f"second set ({j['n']}/{j['declared']} points timed): |error| median {j['abs_error']['all']['median']:.1%} "
-            f"({mark(met['abs_error_median'])}), max {j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); "
-            f"bias {bias} ({mark(met['signed_bias_each_M'])}); delta RMS {d['timed']:.1%} vs no change "
-            f"{d['no_change']:.1%} (n={d['n']}, {mark(met['delta_rms'])}); sign right on deltas beyond 3% "
-            f"{j['sign_accuracy']['right']}/{j['sign_accuracy']['of']}")
+    return (f"second set ({j['n']}/{j['declared']} points timed): {_error_and_bias(j)}; delta RMS {d['timed']:.1%} vs "
+            f"no change {d['no_change']:.1%} (n={d['n']}, {'met' if j['targets_met']['delta_rms'] else 'MISSED'}); "
+            f"sign right on deltas beyond 3% {j['sign_accuracy']['right']}/{j['sign_accuracy']['of']}")
 
 
 def heldout_line(j: dict) -> str:
     """The held-out judgement in one line, each metric beside its target (met / MISSED)."""
     met = j["targets_met"]
     mark = lambda ok: "met" if ok else "MISSED"  # noqa: E731
-    bias = ", ".join(f"{m} {b['mean']:+.1%}" for m, b in j["signed_bias"].items() if b)
     d = j["dual_delta_rms"]
-    return (f"held-out set ({j['n']}/{j['declared']} points timed): |error| median {j['abs_error']['all']['median']:.1%} "
-            f"({mark(met['abs_error_median'])}), max {j['abs_error']['all']['max']:.1%} ({mark(met['abs_error_max'])}); "
-            f"bias {bias} ({mark(met['signed_bias_each_M'])}); pairs in order {j['pair_order']['right']}/"
-            f"{j['pair_order']['of']} ({mark(met['pair_order'])}); dual-delta RMS {d['timed']:.1%} vs no change "
-            f"{d['no_change']:.1%} ({mark(met['dual_delta_rms'])})")
+    return (f"held-out set ({j['n']}/{j['declared']} points timed): {_error_and_bias(j)}; pairs in order "
+            f"{j['pair_order']['right']}/{j['pair_order']['of']} ({mark(met['pair_order'])}); dual-delta RMS "
+            f"{d['timed']:.1%} vs no change {d['no_change']:.1%} ({mark(met['dual_delta_rms'])})")
 
 
 def model_predictions(points: list) -> dict:
