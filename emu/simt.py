@@ -111,8 +111,13 @@ class Warp:
             if ty == "pred":
                 return np.full(WARP, bool(op.value))
             dt = np_type(ty)
-            if op.is_float or np.dtype(dt).kind == "f":
+            if np.dtype(dt).kind == "f":
                 return np.full(WARP, op.value, dt)
+            if op.is_float:  # a floating-point literal as a bit or integer type is its IEEE bits (PTX ISA 4.5.2):
+                # `mov.b32 %r, 0f3F800000` holds 0x3F800000, as 1.0 in the f32 operation that reads %r later
+                size = np.dtype(dt).itemsize
+                packed = np.array([op.value], {2: np.float16, 4: np.float32, 8: np.float64}[size]).view(_UNSIGNED[size])
+                return np.full(WARP, packed[0], _UNSIGNED[size]).view(dt)
             bits = int(op.value) & ((1 << type_bits(ty)) - 1)
             return np.full(WARP, bits, _UNSIGNED[np.dtype(dt).itemsize]).view(dt)
         if isinstance(op, Sym):

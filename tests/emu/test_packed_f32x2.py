@@ -351,3 +351,24 @@ def test_issue_cost_is_one_fma_pipe_instruction():
     assert got[1][1:] == (("%rd1", "%rd2", "%rd3"), ("%rd4",)) and "fp32x2" in DATAFLOW
     row = c.rows["fp32x2_issue"]
     assert row.value == 1 and row.unit == "cycles" and "FFMA2" in row.source and "ASSUMED" in row.source
+
+
+def test_float_literal_as_bits_packs_its_ieee_bits():
+    """`mov.b32 %r, 0f3F800000` puts the literal's IEEE bits in a bit-typed register, so packing it with mov.b64 and
+    adding with add.f32x2 adds 1.0 (the CuTe DSL 4.8.1 epilogue of teelaitila's B200-run kernel builds its `1.0 + x`
+    this way); reading the literal as a number gave the integer 1 (1.4e-45 as an f32)."""
+    body = """
+    ld.param.u64 %rd1, [out];
+    mov.b32 %r10, 0f40000000;
+    mov.b32 %r11, 0f40400000;
+    mov.b64 %rd5, {%r10, %r11};
+    mov.b32 %r12, 0f3F800000;
+    mov.b64 %rd6, {%r12, %r12};
+    add.f32x2 %rd7, %rd5, %rd6;
+    st.global.b64 [%rd1], %rd7;
+    mov.b64 %rd8, 0d3FF0000000000000;
+    st.global.b64 [%rd1+8], %rd8;
+    ret;
+"""
+    words = run_ptx(kernel_text(body), out_words=4, threads=1).words
+    assert [int(w) for w in words] == [0x40400000, 0x40800000, 0, 0x3FF00000]
