@@ -509,8 +509,12 @@ def _tc_alloc(ex, w, ins, mask):
     taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
     for cta in _group(w.cta, n):
         why = tensor_memory_oversubscribed(ex.launch, sum(x.ncols for x in cta.tmem_allocs))
-        if why:
+        if why and (ex.pdl or max(ex.launch.cluster) > 1):
             raise Hazard(f"{ins.opcode}: {why}")
+        if why:  # one-CTA clusters, no programmatic dependent launch: no CTA waits for another, so they serialise
+            ex.note("tmem-oversubscribed-serialises", ins.site(), precedents.TMEM_SERIALISED,
+                    f"{why}; no CTA of this launch waits for another (1-CTA clusters, no programmatic dependent "
+                    f"launch), so on a B200 they serialise where the emulator runs them side by side")
     for cta, addr in dsts:  # the column address goes to each issuing CTA's shared memory
         owner, off = SharedAddressing.resolve(cta, addr, False)
         smem_write(owner, off, np.array([taddr], np.uint32).view(np.uint8))

@@ -36,3 +36,7 @@ TCGEN05_LD_UNWAITED = ("NVIDIA's CuTe DSL dense_blockscaled_gemm_persistent.py (
                        "stages its epilogue converts the tcgen05.ld results (ptxas's scoreboard waits for them) and "
                        "arrives on the accumulator-empty barrier, and its PTX (DSL 4.8.1) holds no tcgen05.wait::ld; "
                        "emulated, its persistent configs trip this rule")
+TEEL = ("teelaitila/nvfp4_gpumode dual_gemm/submission.py (CuTe DSL; its versions' GPU MODE B200 benchmark runs, which "
+        "check every output first, are published in dual_gemm/benchmarks.md @ 754dd17d)")
+TMEM_SERIALISED = (TEEL + " @ 1a18fbab: 1-CTA clusters, no programmatic dependent launch, 512 tensor-memory columns per "
+                   "CTA, and two CTAs fit one SM by threads, registers and shared memory")

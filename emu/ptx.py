@@ -316,6 +316,56 @@ def parse_entry(text: str) -> tuple[str, list]:
     return name, params
 
 
+# A function definition's header at module scope: `[.visible|.weak|.extern] .entry NAME (` or `.func [(ret)] NAME (`
+# (PTX ISA 11.1.1, 11.1.2); its body is the next balanced `{ ... }` after the parameter list.
+_FUNCTION_RE = re.compile(r"(?m)^[ \t]*((?:\.(?:visible|weak|extern)\s+)*)\.(entry|func)\s*(?:\([^)]*\)\s*)?([\w$]+)\s*\(")
+
+
+def _functions(body: str) -> list[tuple[str, str, int, int]]:
+    """(kind, name, start, end) of every function definition of comment-free PTX, in order: `end` is one past its
+    body's closing brace (a prototype without a body, `.extern .func f(...);`, ends at its semicolon)."""
+    out = []
+    for m in _FUNCTION_RE.finditer(body):
+        depth, i = 1, m.end()
+        while depth and i < len(body):  # the parameter list
+            depth += {"(": 1, ")": -1}.get(body[i], 0)
+            i += 1
+        while i < len(body) and body[i] not in "{;":
+            i += 1
+        if i < len(body) and body[i] == "{":
+            depth, i = 1, i + 1
+            while depth and i < len(body):
+                depth += {"{": 1, "}": -1}.get(body[i], 0)
+                i += 1
+        else:
+            i += 1
+        out.append((m.group(2), m.group(3), m.start(), i))
+    return out
+
+
+def entry_names(text: str) -> list[str]:
+    """The names of the module's kernels (`.entry` definitions), in order."""
+    return [name for kind, name, _, _ in _functions(_strip_comments(text.replace("\x00", ""))) if kind == "entry"]
+
+
+def select_entry(text: str, name: str) -> str:
+    """The module reduced to one kernel: its module-scope declarations (version, target, variables) and the `.entry`
+    named `name`, every other function definition blanked out (lines kept). What parse_module, parse_entry and
+    static_shared_bytes read of a module that holds several kernels (nvcc compiles every kernel of a file into one)."""
+    body = _strip_comments(text.replace("\x00", ""))
+    functions = _functions(body)
+    if not any(kind == "entry" and fname == name for kind, fname, _, _ in functions):
+        raise ParseError(f"no .entry {name} in the PTX (its kernels: {entry_names(text)})")
+    out, at = [], 0
+    for kind, fname, start, end in functions:
+        out.append(body[at:start])
+        # the other functions become blank lines, so PTX line numbers still name lines of the whole module
+        out.append(body[start:end] if kind == "entry" and fname == name else "\n" * body.count("\n", start, end))
+        at = end
+    out.append(body[at:])
+    return "".join(out)
+
+
 def parse_module(text: str) -> Kernel:
     """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
     body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte

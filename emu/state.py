@@ -12,6 +12,7 @@ Address conventions (the emulator's own choices where the PTX ISA leaves them to
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,20 +68,36 @@ def summarize_notes(notes) -> list[str]:
 
 
 class GlobalMemory:
-    """Sparse global memory: a list of allocations, each a numpy byte array at a virtual address."""
+    """Sparse global memory: allocations, each a numpy byte array at a virtual address, kept sorted by address.
+
+    `alloc` hands out addresses of its own; `attach` places a caller's array at a given address (a live view: the
+    emulator reads and writes the caller's bytes, e.g. host memory a CPU tensor owns, at the address the host code
+    passed to the kernel)."""
 
     BASE = 0x7F00_0000_0000
 
     def __init__(self):
-        self._allocs: list[tuple[int, np.ndarray]] = []
+        self._allocs: list[tuple[int, np.ndarray]] = []  # (base, bytes), sorted by base, never overlapping
+        self._bases: list[int] = []
         self._next = self.BASE
 
     def alloc(self, nbytes: int, align: int = 1024, fill: int | None = None) -> int:
         addr = (self._next + align - 1) // align * align
         buf = np.zeros(nbytes, np.uint8) if fill is None else np.full(nbytes, fill, np.uint8)
-        self._allocs.append((addr, buf))
-        self._next = addr + max(nbytes, 1) + 4096  # a gap so overruns do not land in a neighbour
+        self.attach(addr, buf)
+        self._next = max(self._next, addr + max(nbytes, 1) + 4096)  # a gap so overruns do not land in a neighbour
         return addr
+
+    def attach(self, addr: int, buf: np.ndarray) -> None:
+        """Make the uint8 array `buf` the allocation at `addr` (no copy)."""
+        if buf.dtype != np.uint8 or buf.ndim != 1:
+            raise ValueError("an allocation is a one-dimensional uint8 array")
+        i = bisect.bisect_right(self._bases, addr)
+        prev_end = self._allocs[i - 1][0] + self._allocs[i - 1][1].size if i else None
+        if (prev_end is not None and prev_end > addr) or (i < len(self._bases) and self._bases[i] < addr + buf.size):
+            raise ValueError(f"allocation of {buf.size} bytes at {addr:#x} overlaps another")
+        self._allocs.insert(i, (addr, buf))
+        self._bases.insert(i, addr)
 
     def alloc_array(self, data: np.ndarray, align: int = 1024) -> int:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -90,23 +107,30 @@ class GlobalMemory:
 
     def buffer(self, addr: int) -> np.ndarray:
         """The whole allocation that starts at addr (a live view)."""
-        for base, buf in self._allocs:
-            if base == addr:
-                return buf
+        i = bisect.bisect_left(self._bases, addr)
+        if i < len(self._bases) and self._bases[i] == addr:
+            return self._allocs[i][1]
         raise Hazard(f"no global allocation starts at {addr:#x}")
+
+    def _holding(self, addr: int):
+        """(base, buffer) of the allocation holding addr, or None."""
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i >= 0 and addr < self._bases[i] + self._allocs[i][1].size:
+            return self._allocs[i]
+        return None
 
     def allocation(self, addr: int) -> tuple[int, int]:
         """(base, size) of the allocation holding addr."""
-        for base, buf in self._allocs:
-            if base <= addr < base + buf.size:
-                return base, buf.size
-        raise Hazard(f"{addr:#x} is outside every global allocation")
+        held = self._holding(addr)
+        if held is None:
+            raise Hazard(f"{addr:#x} is outside every global allocation")
+        return held[0], held[1].size
 
     def _find(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
-        for base, buf in self._allocs:
-            if base <= addr and addr + nbytes <= base + buf.size:
-                return buf, addr - base
-        raise Hazard(f"global access of {nbytes} bytes at {addr:#x} is outside every allocation")
+        held = self._holding(addr)
+        if held is None or addr + nbytes > held[0] + held[1].size:
+            raise Hazard(f"global access of {nbytes} bytes at {addr:#x} is outside every allocation")
+        return held[1], addr - held[0]
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         buf, off = self._find(addr, nbytes)
@@ -117,7 +141,10 @@ class GlobalMemory:
         (what a read past a tensor's end sees on hardware is whatever else is mapped there: here, poison)."""
         out = np.full(nbytes, POISON_BYTE, np.uint8)
         inside = 0
-        for base, buf in self._allocs:
+        for i in range(max(0, bisect.bisect_right(self._bases, addr) - 1), len(self._bases)):
+            base, buf = self._allocs[i]
+            if base >= addr + nbytes:
+                break
             lo, hi = max(addr, base), min(addr + nbytes, base + buf.size)
             if lo < hi:
                 out[lo - addr:hi - addr] = buf[lo - base:hi - base]
@@ -128,7 +155,6 @@ class GlobalMemory:
         data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         buf, off = self._find(addr, data.size)
         buf[off:off + data.size] = data
-
 
 
 @dataclass

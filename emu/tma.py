@@ -52,6 +52,7 @@ box, traversal stride, out-of-bound access; 5.5.6 "Tensor-map swizzling modes"):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -374,3 +375,68 @@ def tile_store(tmap: TensorMap, coords: list[int], smem_image: np.ndarray, smem_
         write_global(base + int(lo * esize), image[r * pitch + b0:r * pitch + b1])
         written += b1 - b0
     return written
+
+
+# ============================================================================ the driver's encoder
+# cuTensorMapEncodeTiled (CUDA driver API, "Tensor Map Object Management") as host code calls it: cuda.h's enums in,
+# a CUresult and the 128 bytes out. The enum -> hardware-code map and the checks below reproduce the real driver's
+# answers on every parameter set of tests/data/tma_encode.json.gz (driver 580.159, H200) except the sm_100-only
+# types, which the H200's driver refuses and a B200's accepts (tests/emu/test_tma.py). CUDA_ERROR_INVALID_VALUE is 1.
+DRIVER_DTYPES = {  # cuda.h CUtensorMapDataType -> (hardware code, round to TF32)
+    0: (0, False), 1: (1, False), 2: (2, False), 3: (3, False), 4: (4, False), 5: (5, False), 6: (6, False),
+    7: (7, False), 8: (9, False), 9: (10, False), 10: (8, False), 11: (7, True), 12: (8, True),
+    13: (11, False),  # CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B: sm_100 only, the hardware code the CuTe DSL writes
+}
+DRIVER_DTYPE_NAMES = {0: "UINT8", 1: "UINT16", 2: "UINT32", 3: "INT32", 4: "UINT64", 5: "INT64", 6: "FLOAT16",
+                      7: "FLOAT32", 8: "FLOAT64", 9: "BFLOAT16", 10: "FLOAT32_FTZ", 11: "TFLOAT32", 12: "TFLOAT32_FTZ",
+                      13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}
+DRIVER_FLOAT_DTYPES = {6, 7, 8, 9, 10, 11, 12}  # the types OOB fill NaN_REQUEST_ZERO_FMA is valid for
+# The largest box the driver encodes, in bytes (elements visited, after element strides): the fixture's largest accepted
+# box holds 53,760 bytes and its smallest refused one 261,120 (every other check passing); 2^17 lies between, chosen,
+# not measured.
+DRIVER_MAX_BOX_BYTES = 1 << 17
+
+
+def driver_encode_tiled(dtype: int, rank: int, address: int, dims, strides, box, elem_strides, interleave: int,
+                        swizzle: int, l2_promotion: int, oob_fill: int) -> tuple[int, bytes, str]:
+    """(CUresult, the 128 bytes, why refused) of cuTensorMapEncodeTiled with these arguments: strides has rank - 1
+    entries (bytes, of dimensions 1..rank-1). The types and swizzle atoms this emulator does not decode
+    (16U4_ALIGN16B, 16U6_ALIGN16B, the sm_100 swizzle atoms 4..6) are refused with why naming them."""
+    def refuse(why):
+        return 1, b"", why
+
+    if dtype not in DRIVER_DTYPE_NAMES:
+        return refuse(f"tensorDataType {dtype} is not a CUtensorMapDataType")
+    if dtype not in DRIVER_DTYPES:
+        return refuse(f"tensorDataType {DRIVER_DTYPE_NAMES[dtype]}: not modeled by the emulator (emu/tma.py)")
+    if not 1 <= rank <= 5 or (interleave and rank < 3):
+        return refuse(f"tensorRank {rank}: 1..5, at least 3 with interleave")
+    if swizzle > 3:
+        return refuse(f"swizzle {swizzle} (an sm_100 swizzle atom): not modeled by the emulator (emu/tma.py)")
+    if interleave > 2 or l2_promotion > 3 or oob_fill > 1:
+        return refuse("interleave, L2 promotion or OOB fill out of range")
+    code, tf32 = DRIVER_DTYPES[dtype]
+    bits = HW_DTYPES[code][1]
+    if address % (32 if interleave == 2 else 16):
+        return refuse(f"globalAddress {address:#x} is not {32 if interleave == 2 else 16}-byte aligned")
+    if any(not 1 <= d <= 2**32 for d in dims[:rank]):
+        return refuse(f"globalDim {list(dims[:rank])}: each must be 1..2^32")
+    if any(s % 16 or s >= 2**40 for s in strides[:rank - 1]):
+        return refuse(f"globalStrides {list(strides[:rank - 1])}: each a multiple of 16 below 2^40")
+    if any(not 1 <= b <= 256 for b in box[:rank]):
+        return refuse(f"boxDim {list(box[:rank])}: each must be 1..256")
+    if any(not 1 <= e <= 8 for e in elem_strides[:rank]):
+        return refuse(f"elementStrides {list(elem_strides[:rank])}: each must be 1..8")
+    box_bytes = math.prod(-(-b // e) for b, e in zip(box[:rank], elem_strides[:rank])) * bits // 8
+    if box_bytes > DRIVER_MAX_BOX_BYTES:
+        return refuse(f"the box holds {box_bytes} bytes, more than {DRIVER_MAX_BOX_BYTES}")
+    inner_bytes = box[0] * bits // 8
+    if not interleave and (box[0] * bits) % 128:
+        return refuse(f"boxDim[0] {box[0]} x {bits} bits is not a multiple of 16 bytes")
+    if not interleave and swizzle and inner_bytes > SWIZZLE_BYTES[swizzle]:
+        return refuse(f"boxDim[0] spans {inner_bytes} bytes, more than the {SWIZZLE_BYTES[swizzle]}B swizzle")
+    if oob_fill and dtype not in DRIVER_FLOAT_DTYPES:
+        return refuse(f"OOB fill NaN_REQUEST_ZERO_FMA with the integer type {DRIVER_DTYPE_NAMES[dtype]}")
+    raw = encode_tensor_map(address, code, list(dims[:rank]), list(strides[:rank - 1]), list(box[:rank]),
+                            list(elem_strides[:rank]), swizzle, interleave, bool(oob_fill), l2_promotion, tf32)
+    return 0, raw, ""

@@ -75,3 +75,28 @@ def test_tile_load_matches_h200(name, meta, smem):
     else:
         with pytest.raises(Unsupported):
             tma.tile_bytes(t, meta["coords"], read, smem_addr)
+
+
+def test_driver_encoder_answers_as_the_driver():
+    """emu.tma.driver_encode_tiled (what the CUDA stand-ins answer host code's cuTensorMapEncodeTiled with) gives the
+    real driver's return code on every fixture case, refusals included, and its first 64 bytes where it encodes; the
+    sm_100-only types (cuda.h 13-15), which the H200's driver refuses, are left out."""
+    with gzip.open(DATA / "tma_encode.json.gz", "rt") as f:
+        cases = [c for c in json.load(f)["cases"] if c["params"]["dtype"] < 13]
+    assert sum(c["rc"] != 0 for c in cases) > 50
+    for c in cases:
+        p = c["params"]
+        rc, raw, why = tma.driver_encode_tiled(p["dtype"], p["rank"], p["addr"], p["dims"], p["strides"], p["box"],
+                                               p["estrides"], p["interleave"], p["swizzle"], p["l2"], p["oob"])
+        assert rc == c["rc"], (p, why)
+        assert rc or raw[:64] == bytes.fromhex(c["bytes"])[:64], p
+
+
+def test_driver_encoder_writes_the_fp4_type_the_dsl_writes():
+    """16U4_ALIGN8B (sm_100 only, so not in the H200 fixture) is hardware code 11, dims and box in 4-bit elements: the
+    bytes the CuTe DSL's own encoder gives the FP4 operands (emu/tma.py's module docstring)."""
+    rc, raw, _ = tma.driver_encode_tiled(13, 3, 0x7F00_0000_0000, [256, 128, 2], [256, 128], [256, 128, 1], [1, 1, 1],
+                                         0, 3, 0, 0)
+    t = tma.decode_tensor_map(raw)
+    assert rc == 0 and (t.dtype, t.elem_bits, t.dims, t.box, t.swizzle_bytes) == ("16U4_ALIGN8B", 4, [256, 128, 2],
+                                                                                  [256, 128, 1], 128)
