@@ -232,7 +232,7 @@ class Prepared:
 
 def prepare(source: Path, shape: tuple, mode: str = "strict", seed: int = 1111) -> Prepared:
     """His custom_kernel's choice of kernel for `shape` (M, N, K), compiled, with its launch captured on reference
-    inputs; raises harness.capture.LaunchError where the launch stand-ins refuse it (what a B200 refuses)."""
+    inputs; raises harness.host.LaunchError where the launch stand-ins refuse it (what a B200 refuses)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     import reference
@@ -251,7 +251,7 @@ def prepare(source: Path, shape: tuple, mode: str = "strict", seed: int = 1111) 
 def run_one(source: Path, cfg: ArseniConfig, mode: str, seed: int = 1111, sched_seed: int = 0,
             clusters="all") -> ArseniResult:
     from emu import run_kernel
-    from harness.capture import LaunchError
+    from harness.host import LaunchError
 
     t0 = time.time()
     res = ArseniResult("unsupported", cfg, mode)

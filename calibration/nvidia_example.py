@@ -11,7 +11,7 @@ For each config (NVFP4: A/B Float4E2M1FN, SF Float8E4M3FN, sf_vec_size 16, acc F
    imported) with the example's own compile path: its `scaled_mm(...)`, i.e. `cute.compile(gemm, make_ptr(..., 0,
    ...) x5, layouts, (Int32(0),)*4, max_active_clusters, stream)`; the compiled function is exported with
    `export_to_c` (plain C ABI: header + object with the real host code and the embedded cubin).
-2. capture the real launch: the object is linked with harness/launch_stubs.c (harness.capture.build_library) and its
+2. capture the real launch: the object is linked with harness/launch_stubs.c (harness.host.build_library) and its
    host entry is called through ctypes with the global addresses of emulated buffers holding the inputs and
    the problem size; the cudaLaunchKernelEx stand-in records grid, block, cluster, dynamic smem, parameter bytes.
 3. run every warp of every cluster in emu.machine.Machine, read C back, compare with an independent float64
@@ -165,7 +165,7 @@ def _compile_worker(job_path: str) -> None:
         raise RuntimeError(f"expected one PTX file in the dump, found {[p.name for p in ptxs]}")
     shutil.copy(ptxs[0], out / "kernel.ptx")
     compiled.export_to_c(str(out), EXPORT_PREFIX)
-    os.replace(out / f"{EXPORT_PREFIX}.o", out / "kernel.o")  # harness.capture.build_library links <art>/kernel.o
+    os.replace(out / f"{EXPORT_PREFIX}.o", out / "kernel.o")  # harness.host.build_library links <art>/kernel.o
     (out / "meta.json").write_text(json.dumps({
         "dsl_version": str(getattr(cutlass, "__version__", "") or importlib.metadata.version("nvidia-cutlass-dsl")),
         "import_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2), "ptx_file": ptxs[0].name,

@@ -26,13 +26,11 @@ Needs a C compiler (`cc`, or $CC).
 from __future__ import annotations
 
 import ast
-import contextlib
 import ctypes
 import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -40,28 +38,18 @@ import tempfile
 from pathlib import Path
 
 from emu.cubin import EM_CUDA, cubin_resources
-from emu.device import B200_DEVICE_ATTRS, B200_LIMITS
 from emu.launch import CapturedLaunch, entry_params
 from emu.ptx import static_shared_bytes
 
 from .compile_worker import C_ABI_PREFIX, EXPORT_NAME
+from .dsl_export import K_TVMFFI_DLTENSOR_PTR, TVMFFIAny, c_abi_entry, call_c_abi, call_tvm_ffi, dltensor, init_library
+from .host import (LaunchError, build_library, c_compiler, cache_root, dsl_errors, host_output, prime_stubs,
+                   recorded_launch)
 from .problems import DUAL_GEMM, Problem
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-STUBS_C = HERE / "launch_stubs.c"
 WORKER = HERE / "compile_worker.py"
-# CUfunction_attribute ids (cuda.h) the stand-ins answer; 1 (static shared memory) and 4 (registers) come from the
-# kernel's cubin.
-KERNEL_ATTRS = {0: B200_LIMITS["threads_per_block"], 1: 0, 2: 0, 3: 0, 4: 0, 5: 100, 6: 100, 8: 0}
-CLUSTER_DIM_ATTR = 4  # cudaLaunchAttributeClusterDimension
-
-STUB_LIMITS = ("threads_per_block", "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "smem_default",
-               "smem_optin", "regs_per_block", "reg_unit", "cluster_portable", "cluster_nonportable")
-
-
-class LaunchError(RuntimeError):
-    """The launch a B200 would refuse, or DSL output that says "Error:": the kernel never runs."""
 
 
 class CompileError(LaunchError):
@@ -81,10 +69,6 @@ def dsl_env(dsl: str) -> dict:
     elif dsl != "default":
         raise ValueError(f"dsl must be 'default' or '4.3.5', got {dsl!r}")
     return env
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("EMU_LAUNCH_CACHE") or Path(tempfile.gettempdir()) / "emu_launch_cache")
 
 
 def source_digest(path, search) -> list:
@@ -186,104 +170,8 @@ def installed_dsl() -> str:
         return "unknown"
 
 
-# ----------------------------------------------------------------------------- link and call
-def c_compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise RuntimeError("harness.capture needs a C compiler (cc/gcc/clang, or $CC): e.g. apt-get install gcc")
-    return cc
-
-
-def build_library(art: Path) -> Path:
-    stubs_id = hashlib.sha256(STUBS_C.read_bytes()).hexdigest()[:12]
-    lib = art / f"host-{stubs_id}.so"
-    if not lib.exists():
-        tmp = art / f"host.{os.getpid()}.so"
-        cmd = [c_compiler(), "-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-Wl,-z,defs", "-o", str(tmp),
-               str(STUBS_C), str(art / "kernel.o")]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode:
-            raise RuntimeError(f"linking the host object failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
-        os.replace(tmp, lib)
-    return lib
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):  # dlpack.h
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _TVMFFIAny(ctypes.Structure):  # tvm/ffi/c_api.h: {int32 type_index; uint32 pad; 8-byte value}
-    _fields_ = [("type_index", ctypes.c_int32), ("zero_padding", ctypes.c_uint32), ("v_int64", ctypes.c_int64)]
-
-
-K_TVMFFI_NONE, K_TVMFFI_DLTENSOR_PTR = 0, 7
-K_DL_CUDA = 2
+# ----------------------------------------------------------------------------- call the host function
 COMPILE_LOG = "compile.log"  # what the compile worker printed (kept: a DSL "Error:" line fails the run)
-
-
-def dsl_errors(text: str) -> list[str]:
-    """The lines of DSL output that report an error ("Error: ..."): the DSL prints some limits it knows are broken
-    (e.g. "launch shared memory exceeds current GPU arch sm_100a allowed") and carries on."""
-    return [line.strip() for line in text.splitlines() if "Error:" in line]
-
-
-@contextlib.contextmanager
-def host_output(lib):
-    """Capture what the exported host code prints (C stdio on file descriptors 1 and 2) while the block runs;
-    the captured text is in the yielded list's first element afterwards."""
-    out = [""]
-    with tempfile.TemporaryFile() as tmp:
-        saved = [os.dup(1), os.dup(2)]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            os.dup2(tmp.fileno(), 1)
-            os.dup2(tmp.fileno(), 2)
-            yield out
-        finally:
-            lib.emu_flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-            tmp.seek(0)
-            out[0] = tmp.read().decode(errors="replace")
-
-
-def read_log(lib) -> list[str]:
-    n = ctypes.c_int.in_dll(lib, "emu_log_len").value
-    buf = (ctypes.c_char * 160 * 256).in_dll(lib, "emu_log")
-    return [bytes(buf[i]).split(b"\0", 1)[0].decode() for i in range(n)]
-
-
-def _image_size(lib_data: int) -> int:
-    """Size of the module image passed to cudaLibraryLoadData: a fatbinary (header: u32 magic 0xBA55ED50,
-    u16 version, u16 header size, u64 payload size) or an ELF64 cubin (its section headers or farthest section)."""
-    hdr = ctypes.string_at(lib_data, 64)
-    if int.from_bytes(hdr[:4], "little") == 0xBA55ED50:
-        return int.from_bytes(hdr[6:8], "little") + int.from_bytes(hdr[8:16], "little")
-    if hdr[:4] != b"\x7fELF" or hdr[4] != 2:
-        raise RuntimeError(f"cudaLibraryLoadData got neither a fatbinary nor an ELF64 image (magic {hdr[:8].hex()})")
-    shoff = int.from_bytes(hdr[0x28:0x30], "little")
-    shentsize = int.from_bytes(hdr[0x3A:0x3C], "little")
-    shnum = int.from_bytes(hdr[0x3C:0x3E], "little")
-    end = shoff + shentsize * shnum
-    for i in range(shnum):
-        sh = ctypes.string_at(lib_data + shoff + i * shentsize, shentsize)
-        if int.from_bytes(sh[4:8], "little") == 8:  # SHT_NOBITS
-            continue
-        end = max(end, int.from_bytes(sh[0x18:0x20], "little") + int.from_bytes(sh[0x20:0x28], "little"))
-    return end
 
 
 def device_elf(art: Path) -> bytes | None:
@@ -314,121 +202,20 @@ def open_host_library(art: Path, ptx: str):
     return lib, kernel_name, params
 
 
-def prime_stubs(lib, ptx: str, resources: dict) -> None:
-    """Set what the runtime stand-ins answer and enforce before a host call: parameter sizes from the PTX, the B200's
-    device attributes and launch limits, the kernel's registers and static shared memory (`resources`, from its
-    cubin) and .reqntid."""
-    _, params = entry_params(ptx)
-    lib.emu_reset()
-    ctypes.c_int.in_dll(lib, "emu_num_params").value = len(params)
-    sizes = (ctypes.c_int * 64).in_dll(lib, "emu_param_sizes")
-    for i, (_, size, _, _) in enumerate(params):
-        sizes[i] = size
-    dev = (ctypes.c_int * 256).in_dll(lib, "emu_device_attr_values")
-    for i in range(256):
-        dev[i] = B200_DEVICE_ATTRS.get(i, -1)
-    kattrs = {**KERNEL_ATTRS, 1: resources["static_smem"] or 0, 4: resources["registers"] or 0}
-    kat = (ctypes.c_int * 64).in_dll(lib, "emu_kernel_attr_values")
-    for i in range(64):
-        kat[i] = kattrs.get(i, -1)
-    static = resources["static_smem"]
-    ctypes.c_int.in_dll(lib, "emu_kernel_static_smem").value = -1 if static is None else static
-    ctypes.c_int.in_dll(lib, "emu_kernel_registers").value = resources["registers"] or -1
-    reqntid = (ctypes.c_uint * 3).in_dll(lib, "emu_kernel_reqntid")
-    m = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", ptx)
-    for i, v in enumerate(m.groups() if m else (0, 0, 0)):
-        reqntid[i] = int(v)
-    for key in STUB_LIMITS:
-        (ctypes.c_long if key == "grid_x" else ctypes.c_int).in_dll(lib, f"emu_limit_{key}").value = B200_LIMITS[key]
-    lib.resources = resources
-
-
-def recorded_launch(lib, kernel_name: str, params: list, status: int, what: str, printed: str = "") -> dict:
-    """What the stand-ins saw after the host code ran once: exactly one launch of the PTX's .entry. A launch the
-    B200 would refuse, or host output with a DSL "Error:" line, raises LaunchError."""
-    log = read_log(lib)
-    err = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_error"))).decode(errors="replace")
-    refusal = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_refusal"))).decode(errors="replace")
-    if refusal:
-        raise LaunchError(f"a B200 refuses this launch: {refusal} ({what} returned {status}; runtime calls: {log})")
-    if dsl_errors(printed):
-        raise LaunchError(f"the DSL's host code reported an error at launch: {' | '.join(dsl_errors(printed))}")
-    if status != 0:
-        raise RuntimeError(f"{what} returned {status}: {err or '(no error message)'}; runtime calls: {log}")
-    launches = ctypes.c_int.in_dll(lib, "emu_launches").value
-    if launches != 1:
-        raise RuntimeError(f"expected one cudaLaunchKernelEx, saw {launches}; runtime calls: {log}")
-
-    class Dim3(ctypes.Structure):
-        _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
-
-    grid = Dim3.in_dll(lib, "emu_grid")
-    block = Dim3.in_dll(lib, "emu_block")
-    nattr = ctypes.c_uint.in_dll(lib, "emu_num_attrs").value
-    attr_raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_attrs")), 72 * nattr)
-    attrs = [(int.from_bytes(attr_raw[72 * i:72 * i + 4], "little"), attr_raw[72 * i + 8:72 * i + 72]) for i in range(nattr)]
-    raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_param_bytes")), sum(p[1] for p in params))
-    blobs, off = [], 0
-    for _, size, _, _ in params:
-        blobs.append(raw[off:off + size])
-        off += size
-    lib_data = ctypes.c_void_p.in_dll(lib, "emu_library_data").value
-    cubin = ctypes.string_at(lib_data, _image_size(lib_data)) if lib_data else b""
-    recorded_name = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_kernel_name"))).decode()
-    if recorded_name != kernel_name:
-        raise RuntimeError(f"launched kernel {recorded_name!r} is not the PTX's .entry {kernel_name!r}")
-    cluster = (1, 1, 1)
-    for aid, val in attrs:
-        if aid == CLUSTER_DIM_ATTR:
-            cluster = tuple(int.from_bytes(val[4 * j:4 * j + 4], "little") for j in range(3))
-    return {"kernel_name": recorded_name, "params": params, "blobs": blobs,
-            "grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z), "cluster": cluster,
-            "dynamic_smem": ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, "attrs": attrs,
-            "cubin": cubin, "log": log, **lib.resources}
-
-
 def call_host_c_abi(art: Path, ptx: str, prefix: str, args: list) -> dict:
-    """Call a host function exported with the plain C ABI of export_to_c (header <prefix>.h, object kernel.o).
-
-    The header defines the convention: `_mlir_<p>_cuda_init(void **)` takes {cudaLibrary_t **, cudaError_t *},
-    `_mlir_<p>_cuda_load_to_device(void **)` takes {cudaLibrary_t **, int32 *device, cudaError_t *}, and the entry
-    `_mlir_<p>__mlir_ciface_...(void **args, int32 num_args)` takes pointers to each argument, then the queue
-    handle if the function takes one (passed as the default queue) and an int32 return slot. `args`: (name in the
-    header, ctypes value) pairs in the header's order.
+    """Call a host function exported with the plain C ABI of export_to_c (header <prefix>.h, object kernel.o; the
+    convention: harness.dsl_export). `args`: (name in the header, ctypes value) pairs in the header's order.
     Returns what the runtime stand-ins saw (recorded_launch)."""
-    header = (art / f"{prefix}.h").read_text()
-    m_entry = re.search(r"void\s+(_mlir_%s__mlir_ciface_\w+)\(void \*\*args, int32_t num_args\)" % prefix, header)
-    m_args = re.search(r"void \*args\[(\d+)\] = \{\s*(.*?)\s*\};", header, re.S)
-    if not m_entry or not m_args:
-        raise RuntimeError(f"cannot find the host entry / argument list in {art / (prefix + '.h')}")
-    names = [a.strip().lstrip("&") for a in m_args.group(2).split(",") if a.strip()]
+    entry, names = c_abi_entry((art / f"{prefix}.h").read_text(), prefix)
     want = [name for name, _ in args]
     tail = names[len(want):]
     if names[:len(want)] != want or len(tail) not in (1, 2) or tail[-1] != "ret":
         raise RuntimeError(f"unexpected host argument list {names} (expected {want}, [queue,] ret)")
     lib, kernel_name, params = open_host_library(art, ptx)
-    storage = ctypes.c_void_p(0)
-    library_ptr = ctypes.c_void_p(ctypes.addressof(storage))
-    ret = ctypes.c_int32(0)
-    device_id = ctypes.c_int32(0)
     with host_output(lib) as printed:
-        for fn_name, packed in ((f"_mlir_{prefix}_cuda_init", (library_ptr, ret)),
-                                (f"_mlir_{prefix}_cuda_load_to_device", (library_ptr, device_id, ret))):
-            fn = getattr(lib, fn_name)
-            fn.restype, fn.argtypes = None, [ctypes.c_void_p]
-            arr = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(x) for x in packed])
-            fn(ctypes.addressof(arr))
-            if ret.value:
-                break
-        else:
-            vals = [v for _, v in args] + [ctypes.c_void_p(0)] * (len(tail) - 1) + [ctypes.c_int32(0)]  # queue, ret
-            arr = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-            entry = getattr(lib, m_entry.group(1))
-            entry.restype, entry.argtypes = None, [ctypes.c_void_p, ctypes.c_int32]
-            entry(ctypes.addressof(arr), len(vals))
-    if ret.value:
-        raise RuntimeError(f"{fn_name} returned cudaError {ret.value}; runtime calls: {read_log(lib)}")
-    return recorded_launch(lib, kernel_name, params, vals[-1].value, "the host entry", printed[0])
+        init_library(lib, prefix)
+        status = call_c_abi(lib, entry, [ctypes.addressof(v) for _, v in args], len(names))
+    return recorded_launch(lib, kernel_name, params, status, "the host entry", printed[0])
 
 
 def call_host_pointers(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: dict[str, int],
@@ -448,22 +235,10 @@ def call_host(art: Path, ptx: str, m: int, n: int, k: int, l: int, addresses: di
     keep = []
     tensors = {**problem.tensors(m, n, k, l), **{name: spec for name, *spec in extra}}
     names = problem.operands + tuple(name for name, *_ in extra)
-    args = (_TVMFFIAny * len(names))()
-    for i, name in enumerate(names):
-        (code, bits, lanes), shape, strides = tensors[name]
-        sh = (ctypes.c_int64 * len(shape))(*shape)
-        st = (ctypes.c_int64 * len(strides))(*strides)
-        t = _DLTensor(ctypes.c_void_p(int(addresses[name])), _DLDevice(K_DL_CUDA, 0), len(shape),
-                      _DLDataType(code, bits, lanes), sh, st, 0)
-        keep += [sh, st, t]
-        args[i].type_index = K_TVMFFI_DLTENSOR_PTR
-        args[i].v_int64 = ctypes.addressof(t)
-    result = _TVMFFIAny(K_TVMFFI_NONE, 0, 0)
-    fn = getattr(lib, "__tvm_ffi_" + EXPORT_NAME)
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p]
+    args = [TVMFFIAny(K_TVMFFI_DLTENSOR_PTR, 0, ctypes.addressof(dltensor(addresses[name], *tensors[name], keep)))
+            for name in names]
     with host_output(lib) as printed:
-        rc = fn(None, ctypes.addressof(args), len(names), ctypes.addressof(result))
+        rc = call_tvm_ffi(lib, EXPORT_NAME, args)
     return recorded_launch(lib, kernel_name, params, rc, "the host function", printed[0])
 
 

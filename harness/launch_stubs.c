@@ -1,16 +1,30 @@
-/* Stand-ins for the CUDA runtime entry points that the CuTe DSL's exported host code imports.
+/* Stand-ins for the CUDA runtime and driver entry points that host code calls on its way to a kernel launch.
  *
- * Built by harness/capture.py together with the object file that `export_to_c` writes; nothing here touches a
- * GPU. Every call is recorded so that Python can read back what the real host code asked for: the module
- * image (cudaLibraryLoadData), the kernel name (cudaLibraryGetKernel), the function attributes it set, and
- * the launch (cudaLaunchKernelEx: grid, block, dynamic shared memory, launch attributes, parameter bytes).
- * Struct layouts follow the CUDA runtime API headers (driver_types.h: cudaLaunchConfig_st,
- * cudaLaunchAttribute_st = {id; pad to 8; union value of 64 bytes}).
+ * Nothing here touches a GPU. Every call is recorded so that Python can read back what the real host code asked
+ * for: the module image, the kernel's name, the function attributes it set, and each launch (grid, block, dynamic
+ * shared memory, launch attributes, parameter bytes). Built by harness/capture.py in two forms:
+ *   - linked with the object file a CuTe DSL `export_to_c` writes (the DSL runtime's underscore-prefixed wrappers
+ *     _cudaLaunchKernelEx, _cudaLibraryLoadData, ...);
+ *   - alone, as libemu_cuda.so, the library a CUDA extension built for the emulator links in place of libcudart and
+ *     libcuda (harness/cuda_build.py): the entry points nvcc's generated host code calls (__cudaRegisterFatBinary,
+ *     __cudaRegisterFunction, __cudaPushCallConfiguration, __cudaLaunchKernel, ...), the runtime API a launcher uses
+ *     (cudaLaunchKernel, cudaLaunchKernelExC, cudaFuncSetAttribute, cudaMalloc, cudaGetLastError, ...) and the driver
+ *     API calls of TMA set-up (cuTensorMapEncodeTiled, cuGetErrorString).
+ * A kernel the host code can name (a DSL library's cudaLibraryGetKernel, an nvcc module's __cudaRegisterFunction) is
+ * an entry of emu_kernels. Python installs two callbacks (harness/host.py): emu_resolve primes the launch checks with
+ * one kernel's resources (parameter sizes, registers, static shared memory, .reqntid) before it is checked or
+ * launched, and emu_on_launch runs a launch the moment the host code makes it (the emulator runs it against host
+ * memory, so the host code after it sees its results, as after a synchronising launch). Without them the stand-ins
+ * record one launch with whatever was primed (harness/capture.py's capture of this package's kernel).
+ * Struct layouts follow the CUDA runtime API headers (driver_types.h: cudaLaunchConfig_st, cudaLaunchAttribute_st =
+ * {id; pad to 8; union value of 64 bytes}; vector_types.h: dim3).
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct { unsigned x, y, z; } emu_dim3;
 typedef struct {
@@ -22,7 +36,7 @@ typedef struct {
     emu_dim3 grid;
     emu_dim3 block;
     size_t dynamic_smem;
-    void *stream;
+    void *queue;
     emu_launch_attr *attrs;
     unsigned num_attrs;
 } emu_launch_config;
@@ -30,6 +44,8 @@ typedef struct {
 #define EMU_MAX_PARAMS 64
 #define EMU_MAX_PARAM_BYTES 65536
 #define EMU_MAX_LOG 256
+#define EMU_MAX_KERNELS 512
+#define EMU_MAX_ALLOCS 4096
 
 /* ---- what Python sets before the call */
 int emu_num_params = 0;
@@ -46,6 +62,16 @@ long emu_limit_grid_x;
 int emu_limit_grid_y, emu_limit_grid_z;
 int emu_limit_smem_default, emu_limit_smem_optin, emu_limit_regs_per_block, emu_limit_reg_unit;
 int emu_limit_cluster_portable, emu_limit_cluster_nonportable;
+
+/* ---- callbacks (harness/host.py) */
+typedef int (*emu_resolve_fn)(int kernel);               /* prime the checks for emu_kernels[kernel]; 0 or an error */
+typedef int (*emu_launch_fn)(int kernel, void **args);   /* run the launch just recorded; 0 or a cudaError */
+typedef int (*emu_encode_fn)(void *tensor_map, int dtype, unsigned rank, void *address, const uint64_t *dims,
+                             const uint64_t *strides, const unsigned *box, const unsigned *element_strides,
+                             int interleave, int swizzle, int l2_promotion, int oob_fill);  /* a CUresult */
+emu_resolve_fn emu_resolve = 0;
+emu_launch_fn emu_on_launch = 0;
+emu_encode_fn emu_encode_tiled = 0;
 
 /* ---- what the stubs record */
 const void *emu_library_data = 0;
@@ -64,10 +90,32 @@ char emu_error[4096];
 /* Why the stand-ins refused a call the CUDA runtime would refuse on a B200 (empty: nothing refused). The host
  * code reports the error code in its own words; this keeps the limit that was broken. */
 char emu_refusal[1024];
-/* Function attributes as set; they persist across calls like the kernel's own (the host code sets them once, when it
- * loads the library), so emu_reset leaves them. */
+/* Function attributes of the kernel being checked; they persist across calls like the kernel's own (the host code
+ * sets them once), so emu_reset leaves them. A registered kernel keeps its own (emu_kernel_entry), loaded here when
+ * it is resolved. */
 int emu_max_dynamic_smem_attr = -1;   /* cudaFuncAttributeMaxDynamicSharedMemorySize (-1: never set) */
 int emu_nonportable_cluster_attr = 0; /* cudaFuncAttributeNonPortableClusterSizeAllowed */
+
+/* Kernels the host code can launch: handle (what it passes as the function), name, module image, and the shared
+ * object holding the host code that registered it (dladdr; "" for a DSL library). */
+typedef struct {
+    const void *handle;
+    char name[1024];
+    const void *image;
+    char module_path[1024];
+    int max_dynamic_smem_attr;
+    int nonportable_cluster_attr;
+} emu_kernel_entry;
+emu_kernel_entry emu_kernels[EMU_MAX_KERNELS];
+int emu_num_kernels = 0;
+int emu_current_kernel = -1;          /* the entry whose resources are primed (-1: none, the single-kernel capture) */
+
+/* Device memory handed out by cudaMalloc: host memory the emulator addresses as global memory. */
+typedef struct { void *base; size_t size; } emu_alloc;
+emu_alloc emu_allocs[EMU_MAX_ALLOCS];
+int emu_num_allocs = 0;
+
+int emu_last_error = 0;               /* cudaGetLastError / cudaPeekAtLastError */
 
 static void emu_note(const char *fmt, long a, long b, long c) {
     if (emu_log_len < EMU_MAX_LOG) {
@@ -82,17 +130,22 @@ void emu_reset(void) {
     emu_error[0] = 0;
     emu_refusal[0] = 0;
     emu_num_attrs = 0;
+    emu_last_error = 0;
     memset(emu_param_bytes, 0, sizeof emu_param_bytes);
 }
 
 /* C stdio buffers what the exported host code prints (the DSL's own "Error: ..." lines): Python flushes it. */
 void emu_flush(void) { fflush(NULL); }
 
+#define CUDA_SUCCESS_CODE 0
 #define CUDA_ERROR_INVALID_VALUE 1          /* cudaErrorInvalidValue (driver_types.h) */
+#define CUDA_ERROR_MEMORY_ALLOCATION 2      /* cudaErrorMemoryAllocation */
 #define CUDA_ERROR_INVALID_CONFIGURATION 9  /* cudaErrorInvalidConfiguration */
+#define CUDA_ERROR_INVALID_DEVICE_FUNCTION 98 /* cudaErrorInvalidDeviceFunction */
 #define CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES 701 /* cudaErrorLaunchOutOfResources */
 #define CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES 912 /* cudaErrorClusterOutOfResources */
 #define CUDA_ERROR_INVALID_CLUSTER_SIZE 913 /* cudaErrorInvalidClusterSize */
+#define CUDA_ERROR_UNKNOWN 999              /* cudaErrorUnknown */
 #define FUNC_ATTR_MAX_DYNAMIC_SHARED_MEMORY_SIZE 8       /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 #define FUNC_ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14   /* cudaFuncAttributeNonPortableClusterSizeAllowed */
 #define LAUNCH_ATTR_CLUSTER_DIMENSION 4                  /* cudaLaunchAttributeClusterDimension */
@@ -102,10 +155,61 @@ static int emu_refuse(int code, const char *fmt, long a, long b, long c, long d)
     return code;
 }
 
+/* ---- the kernel registry */
+static int emu_kernel_index(const void *handle) {
+    for (int i = 0; i < emu_num_kernels; i++)
+        if (emu_kernels[i].handle == handle) return i;
+    return -1;
+}
+
+static int emu_add_kernel(const void *handle, const char *name, const void *image) {
+    int i = emu_kernel_index(handle);
+    if (i >= 0) return i;
+    if (emu_num_kernels >= EMU_MAX_KERNELS) return -1;
+    i = emu_num_kernels++;
+    emu_kernel_entry *k = &emu_kernels[i];
+    k->handle = handle;
+    strncpy(k->name, name, sizeof k->name - 1);
+    k->image = image;
+    k->module_path[0] = 0;
+    Dl_info info;
+    if (handle && dladdr(handle, &info) && info.dli_fname) strncpy(k->module_path, info.dli_fname, sizeof k->module_path - 1);
+    k->max_dynamic_smem_attr = -1;
+    k->nonportable_cluster_attr = 0;
+    return i;
+}
+
+/* Prime the checks for the kernel `handle` names (a registered one: its resources through emu_resolve, its own function
+ * attributes); an unregistered handle keeps what Python primed (the single-kernel capture). 0 or the runtime's error. */
+static int emu_select_kernel(const void *handle) {
+    int i = emu_kernel_index(handle);
+    if (i < 0) {
+        if (emu_resolve) {
+            emu_refuse(CUDA_ERROR_INVALID_DEVICE_FUNCTION, "the function at %#lx is no kernel the host code registered",
+                       (long)handle, 0, 0, 0);
+            return CUDA_ERROR_INVALID_DEVICE_FUNCTION;
+        }
+        return 0;
+    }
+    if (emu_current_kernel >= 0 && emu_current_kernel != i) {  /* keep the previous kernel's attributes with it */
+        emu_kernels[emu_current_kernel].max_dynamic_smem_attr = emu_max_dynamic_smem_attr;
+        emu_kernels[emu_current_kernel].nonportable_cluster_attr = emu_nonportable_cluster_attr;
+    }
+    if (emu_current_kernel != i) {
+        emu_max_dynamic_smem_attr = emu_kernels[i].max_dynamic_smem_attr;
+        emu_nonportable_cluster_attr = emu_kernels[i].nonportable_cluster_attr;
+    }
+    emu_current_kernel = i;
+    strncpy(emu_kernel_name, emu_kernels[i].name, sizeof emu_kernel_name - 1);
+    return emu_resolve ? emu_resolve(i) : 0;
+}
+
 /* A function attribute as cudaFuncSetAttribute / cudaKernelSetAttributeForDevice apply it: the dynamic shared
  * memory a kernel may request cannot exceed the opt-in maximum per block less its static shared memory (CUDA
  * runtime API, cudaFuncSetAttribute: cudaFuncAttributeMaxDynamicSharedMemorySize). */
-static int emu_set_func_attr(int attr, int value) {
+static int emu_set_func_attr(const void *func, int attr, int value) {
+    int err = emu_select_kernel(func);
+    if (err) return err;
     if (attr == FUNC_ATTR_MAX_DYNAMIC_SHARED_MEMORY_SIZE) {
         long room = (long)emu_limit_smem_optin - (emu_kernel_static_smem > 0 ? emu_kernel_static_smem : 0);
         if (value < 0 || value > room)
@@ -144,7 +248,11 @@ static int emu_check_launch(const emu_launch_config *config) {
                           "must use exactly that block shape)",
                           threads, emu_kernel_reqntid.x, emu_kernel_reqntid.y, emu_kernel_reqntid.z);
     long dyn = (long)config->dynamic_smem, stat = emu_kernel_static_smem > 0 ? emu_kernel_static_smem : 0;
-    long dyn_max = emu_max_dynamic_smem_attr >= 0 ? emu_max_dynamic_smem_attr : emu_limit_smem_default - stat;
+    /* without the attribute the dynamic maximum is what the default 48 KiB leaves beside the static memory, at
+     * least 0: a kernel whose static shared memory alone passes 48 KiB (ptxas accepts it for sm_100a: a public CUDA
+     * kernel declares 221264 bytes of __shared__ arrays and runs on a B200) launches with no dynamic memory */
+    long dyn_max = emu_max_dynamic_smem_attr >= 0 ? emu_max_dynamic_smem_attr
+                   : (emu_limit_smem_default > stat ? emu_limit_smem_default - stat : 0);
     if (dyn + stat > emu_limit_smem_optin)
         return emu_refuse(CUDA_ERROR_INVALID_VALUE,
                           "shared memory per block %ld bytes (dynamic %ld + static %ld) > the B200's %ld",
@@ -176,24 +284,60 @@ static int emu_check_launch(const emu_launch_config *config) {
     return 0;
 }
 
-/* ---- CUDA runtime stand-ins (the DSL runtime's underscore-prefixed wrappers have the runtime's signatures) */
-#define KERNEL_HANDLE ((void *)0x4b45524eUL)
-#define LIBRARY_HANDLE ((void *)0x4c494252UL)
+/* Every launch entry point ends here: the kernel's checks primed, the B200's launch checks, the record, and (with
+ * emu_on_launch) the run itself. */
+static int emu_launch(const emu_launch_config *config, const void *func, void **args, const char *how) {
+    int err = emu_select_kernel(func);
+    if (!err) err = emu_check_launch(config);
+    if (err) {
+        emu_note("launch refused: error %ld", err, 0, 0);
+        emu_last_error = err;
+        return err;
+    }
+    emu_launches++;
+    emu_launch_func = func;
+    emu_grid = config->grid;
+    emu_block = config->block;
+    emu_dynamic_smem = config->dynamic_smem;
+    emu_num_attrs = config->num_attrs < 16 ? config->num_attrs : 16;
+    for (unsigned i = 0; i < emu_num_attrs; i++) emu_attrs[i] = config->attrs[i];
+    size_t off = 0;
+    for (int i = 0; i < emu_num_params; i++) {
+        if (off + emu_param_sizes[i] > EMU_MAX_PARAM_BYTES) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(emu_param_bytes + off, args[i], emu_param_sizes[i]);
+        off += emu_param_sizes[i];
+    }
+    emu_note(how, config->num_attrs, 0, 0);
+    if (emu_on_launch) {
+        err = emu_on_launch(emu_current_kernel, args);
+        if (err) emu_last_error = err;
+    }
+    return err;
+}
 
+/* ---- the DSL runtime's wrappers (underscore-prefixed, the CUDA runtime's signatures) */
 int _cudaLibraryLoadData(void **library, const void *code, void *jit_options, void **jit_values,
                          unsigned num_jit, void *lib_options, void **lib_values, unsigned num_lib) {
     emu_library_data = code;
     emu_library_loads++;
-    *library = LIBRARY_HANDLE;
+    *library = (void *)code;
     emu_note("cudaLibraryLoadData(num_jit=%ld, num_lib=%ld)", num_jit, num_lib, 0);
     return 0;
 }
 
+/* A kernel's handle is its registry entry: each name of each library gets its own. */
 int _cudaLibraryGetKernel(void **kernel, void *library, const char *name) {
     strncpy(emu_kernel_name, name, sizeof emu_kernel_name - 1);
-    *kernel = KERNEL_HANDLE;
+    int i = -1;
+    for (int j = 0; j < emu_num_kernels; j++)
+        if (emu_kernels[j].image == library && !strcmp(emu_kernels[j].name, name)) i = j;
+    if (i < 0 && emu_num_kernels < EMU_MAX_KERNELS) {
+        i = emu_num_kernels;
+        emu_add_kernel(&emu_kernels[i], name, library);
+    }
+    *kernel = i >= 0 ? (void *)&emu_kernels[i] : 0;
     emu_note("cudaLibraryGetKernel", 0, 0, 0);
-    return 0;
+    return i >= 0 ? 0 : CUDA_ERROR_INVALID_VALUE;
 }
 
 int _cuKernelGetAttribute(int *value, int attrib, void *kernel, int device) {
@@ -215,35 +359,16 @@ int _cudaSetDevice(int device) { emu_note("cudaSetDevice(%ld)", device, 0, 0); r
 
 int _cudaKernelSetAttributeForDevice(void *kernel, int attr, int value, int device) {
     emu_note("cudaKernelSetAttributeForDevice(attr=%ld, value=%ld, device=%ld)", attr, value, device);
-    return emu_set_func_attr(attr, value);
+    return emu_set_func_attr(kernel, attr, value);
 }
 
 int _cudaFuncSetAttribute(const void *func, int attr, int value) {
     emu_note("cudaFuncSetAttribute(attr=%ld, value=%ld)", attr, value, 0);
-    return emu_set_func_attr(attr, value);
+    return emu_set_func_attr(func, attr, value);
 }
 
 int _cudaLaunchKernelEx(const emu_launch_config *config, const void *func, void **args) {
-    int refused = emu_check_launch(config);
-    if (refused) {
-        emu_note("cudaLaunchKernelEx refused: error %ld", refused, 0, 0);
-        return refused;
-    }
-    emu_launches++;
-    emu_launch_func = func;
-    emu_grid = config->grid;
-    emu_block = config->block;
-    emu_dynamic_smem = config->dynamic_smem;
-    emu_num_attrs = config->num_attrs < 16 ? config->num_attrs : 16;
-    for (unsigned i = 0; i < emu_num_attrs; i++) emu_attrs[i] = config->attrs[i];
-    size_t off = 0;
-    for (int i = 0; i < emu_num_params; i++) {
-        if (off + emu_param_sizes[i] > EMU_MAX_PARAM_BYTES) return 1;
-        memcpy(emu_param_bytes + off, args[i], emu_param_sizes[i]);
-        off += emu_param_sizes[i];
-    }
-    emu_note("cudaLaunchKernelEx(num_attrs=%ld)", config->num_attrs, 0, 0);
-    return 0;
+    return emu_launch(config, func, args, "cudaLaunchKernelEx(num_attrs=%ld)");
 }
 
 /* ---- the DSL runtime's lazy library initialisation (libcute_dsl_runtime's cuda_dialect_init_library_once).
@@ -269,7 +394,7 @@ void cuda_dialect_unload_library_once(int64_t *state) { *state = 0; }
 
 const char *cuda_dialect_get_error_name(int code) { return "emulated CUDA error"; }
 
-/* ---- TVM-FFI error and stream entry points the exported function calls */
+/* ---- TVM-FFI error and queue entry points the exported function calls */
 void TVMFFIErrorSetRaisedFromCStr(const char *kind, const char *message) {
     snprintf(emu_error, sizeof emu_error, "%s: %s", kind, message);
 }
@@ -289,3 +414,177 @@ void CuteDSLRT_TVMFFISetRaisedCudaLaunchError(const char *where, int code) {
 }
 
 void *TVMFFIEnvGetStream(int32_t device_type, int32_t device_id) { return 0; }
+
+/* ==== the CUDA runtime as nvcc's generated host code and a hand-written launcher call it ==================== */
+
+/* nvcc's module registration (crt/host_runtime.h): the fatbinary wrapper {int magic; int version; const void *data;
+ * void *filename_or_fatbins}, then one __cudaRegisterFunction per kernel with its host stub and mangled name. */
+typedef struct { int magic; int version; const void *data; void *filename_or_fatbins; } emu_fatbin_wrapper;
+typedef struct { const void *image; } emu_module;
+
+void **__cudaRegisterFatBinary(void *fat_cubin) {
+    emu_module *m = (emu_module *)calloc(1, sizeof *m);
+    m->image = fat_cubin ? ((emu_fatbin_wrapper *)fat_cubin)->data : 0;
+    emu_note("__cudaRegisterFatBinary", 0, 0, 0);
+    return (void **)m;
+}
+
+void __cudaRegisterFatBinaryEnd(void **handle) { (void)handle; }
+void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
+
+void __cudaRegisterFunction(void **handle, const char *host_fun, char *device_fun, const char *device_name,
+                            int thread_limit, void *tid, void *bid, void *block, void *grid, int *warp_size) {
+    emu_add_kernel(host_fun, device_name, handle ? ((emu_module *)handle)->image : 0);
+}
+
+/* A __device__ or __constant__ variable of a module. The emulator has no module-scope global state: a kernel that
+ * reads one is refused where it does (emu.ptx), so its registration only needs recording. */
+void __cudaRegisterVar(void **handle, char *host_var, char *device_address, const char *device_name, int ext,
+                       size_t size, int constant, int global) {
+    emu_note("__cudaRegisterVar(size=%ld, constant=%ld)", (long)size, constant, 0);
+}
+
+/* <<<grid, block, shared, queue>>>: the configuration is pushed, then the kernel's host stub pops it and launches. */
+static emu_launch_config emu_pushed[16];
+static int emu_num_pushed = 0;
+
+unsigned __cudaPushCallConfiguration(emu_dim3 grid, emu_dim3 block, size_t shared_mem, void *queue) {
+    if (emu_num_pushed >= 16) return 1;
+    emu_launch_config c = {grid, block, shared_mem, queue, 0, 0};
+    emu_pushed[emu_num_pushed++] = c;
+    return 0;
+}
+
+int __cudaPopCallConfiguration(emu_dim3 *grid, emu_dim3 *block, size_t *shared_mem, void **queue) {
+    if (!emu_num_pushed) return CUDA_ERROR_INVALID_CONFIGURATION;
+    emu_launch_config c = emu_pushed[--emu_num_pushed];
+    *grid = c.grid;
+    *block = c.block;
+    *shared_mem = c.dynamic_smem;
+    *queue = c.queue;
+    return 0;
+}
+
+int cudaLaunchKernel(const void *func, emu_dim3 grid, emu_dim3 block, void **args, size_t shared_mem, void *queue) {
+    emu_launch_config c = {grid, block, shared_mem, queue, 0, 0};
+    return emu_launch(&c, func, args, "cudaLaunchKernel(num_attrs=%ld)");
+}
+
+/* CUDA 13's <<<>>>: __cudaGetKernel turns the host stub into a kernel handle (here the stub itself). */
+int __cudaGetKernel(const void **kernel, const void *func) { *kernel = func; return 0; }
+
+int __cudaLaunchKernel(const void *kernel, emu_dim3 grid, emu_dim3 block, void **args, size_t shared_mem, void *queue) {
+    return cudaLaunchKernel(kernel, grid, block, args, shared_mem, queue);
+}
+
+int __cudaLaunchKernel_ptsz(const void *kernel, emu_dim3 grid, emu_dim3 block, void **args, size_t shared_mem,
+                            void *queue) {
+    return cudaLaunchKernel(kernel, grid, block, args, shared_mem, queue);
+}
+
+int cudaLaunchKernelExC(const emu_launch_config *config, const void *func, void **args) {
+    return emu_launch(config, func, args, "cudaLaunchKernelExC(num_attrs=%ld)");
+}
+
+int cudaLaunchKernelExC_ptsz(const emu_launch_config *config, const void *func, void **args) {
+    return cudaLaunchKernelExC(config, func, args);
+}
+
+int cudaFuncSetAttribute(const void *func, int attr, int value) {
+    emu_note("cudaFuncSetAttribute(attr=%ld, value=%ld)", attr, value, 0);
+    int err = emu_set_func_attr(func, attr, value);
+    if (err) emu_last_error = err;
+    return err;
+}
+
+int cudaFuncSetCacheConfig(const void *func, int config) { return 0; }
+
+int cudaDeviceGetAttribute(int *value, int attr, int device) { return _cudaDeviceGetAttribute(value, attr, device); }
+int cudaGetDevice(int *device) { return _cudaGetDevice(device); }
+int cudaSetDevice(int device) { return _cudaSetDevice(device); }
+int cudaGetDeviceCount(int *count) { *count = 1; return 0; }
+/* Launches run to completion when they are made (emu_on_launch): every wait is already over. */
+int cudaDeviceSynchronize(void) { return 0; }
+int cudaStreamSynchronize(void *queue) { return 0; }
+int cudaGetLastError(void) { int e = emu_last_error; emu_last_error = 0; return e; }
+int cudaPeekAtLastError(void) { return emu_last_error; }
+
+const char *cudaGetErrorString(int code) {
+    if (!code) return "no error";
+    return emu_refusal[0] ? emu_refusal : (emu_error[0] ? emu_error : "emulated CUDA error");
+}
+
+const char *cudaGetErrorName(int code) { return code ? "cudaErrorEmulated" : "cudaSuccess"; }
+
+/* Device memory is host memory here: the emulator reads and writes global memory at the host address. */
+int cudaMalloc(void **ptr, size_t size) {
+    if (emu_num_allocs >= EMU_MAX_ALLOCS) return CUDA_ERROR_MEMORY_ALLOCATION;
+    void *p = 0;
+    if (posix_memalign(&p, 256, size ? size : 1)) return CUDA_ERROR_MEMORY_ALLOCATION;  /* cudaMalloc aligns to 256 */
+    emu_allocs[emu_num_allocs].base = p;
+    emu_allocs[emu_num_allocs].size = size;
+    emu_num_allocs++;
+    *ptr = p;
+    return 0;
+}
+
+int cudaFree(void *ptr) {
+    for (int i = 0; i < emu_num_allocs; i++)
+        if (emu_allocs[i].base == ptr) {
+            free(ptr);
+            emu_allocs[i] = emu_allocs[--emu_num_allocs];
+            return 0;
+        }
+    return ptr ? CUDA_ERROR_INVALID_VALUE : 0;
+}
+
+int cudaMemset(void *ptr, int value, size_t count) { memset(ptr, value, count); return 0; }
+int cudaMemsetAsync(void *ptr, int value, size_t count, void *queue) { memset(ptr, value, count); return 0; }
+int cudaMemcpy(void *dst, const void *src, size_t count, int kind) { memmove(dst, src, count); return 0; }
+int cudaMemcpyAsync(void *dst, const void *src, size_t count, int kind, void *queue) {
+    memmove(dst, src, count);
+    return 0;
+}
+
+/* ==== the driver API calls of TMA set-up ================================================================== */
+int cuTensorMapEncodeTiled(void *tensor_map, int dtype, unsigned rank, void *address, const uint64_t *dims,
+                           const uint64_t *strides, const unsigned *box, const unsigned *element_strides,
+                           int interleave, int swizzle, int l2_promotion, int oob_fill) {
+    emu_note("cuTensorMapEncodeTiled(dtype=%ld, rank=%ld)", dtype, rank, 0);
+    if (!emu_encode_tiled) return CUDA_ERROR_UNKNOWN;
+    return emu_encode_tiled(tensor_map, dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle,
+                            l2_promotion, oob_fill);
+}
+
+int cuGetErrorString(int code, const char **text) {
+    *text = code ? "emulated CUDA driver error (the emulator's cuTensorMapEncodeTiled refused these arguments)" : "no error";
+    return 0;
+}
+
+int cuGetErrorName(int code, const char **text) { *text = code ? "CUDA_ERROR_EMULATED" : "CUDA_SUCCESS"; return 0; }
+int cuInit(unsigned flags) { return 0; }
+int cuDriverGetVersion(int *version) { *version = 13000; return 0; }
+
+/* cudaGetDriverEntryPoint(ByVersion): the driver functions above by name. */
+int cudaGetDriverEntryPointByVersion(const char *symbol, void **func, unsigned version, unsigned long long flags,
+                                     int *status) {
+    static const struct { const char *name; void *fn; } table[] = {
+        {"cuTensorMapEncodeTiled", (void *)cuTensorMapEncodeTiled}, {"cuGetErrorString", (void *)cuGetErrorString},
+        {"cuGetErrorName", (void *)cuGetErrorName}, {"cuInit", (void *)cuInit},
+        {"cuDriverGetVersion", (void *)cuDriverGetVersion},
+    };
+    *func = 0;
+    for (unsigned i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(symbol, table[i].name)) *func = table[i].fn;
+    if (status) *status = *func ? 0 : 1;  /* cudaDriverEntryPointSuccess / cudaDriverEntryPointSymbolNotFound */
+    if (!*func) {
+        snprintf(emu_error, sizeof emu_error, "cudaGetDriverEntryPoint(%s): not a driver function the emulator's "
+                 "stand-ins provide", symbol);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return 0;
+}
+
+int cudaGetDriverEntryPoint(const char *symbol, void **func, unsigned long long flags, int *status) {
+    return cudaGetDriverEntryPointByVersion(symbol, func, 13000, flags, status);
+}

@@ -33,7 +33,8 @@ import numpy as np
 from emu import GlobalMemory, Schedule, run_kernel
 from emu.machine import POLICIES
 
-from .capture import CompileError, LaunchError, capture_launch, default_host_path
+from .capture import CompileError, capture_launch, default_host_path
+from .host import LaunchError
 from .problems import DT_I64, compare, get_problem, place_inputs, prerequisite_writes_for
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pytest
 
 from emu import tma
 from emu.launch import entry_params
-from harness import capture
+from harness import capture, host
 from harness.problems import DUAL_GEMM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,14 +162,14 @@ def stubs(tmp_path_factory):
     """The runtime stand-ins alone (no exported host object), primed as for a 192-thread kernel with 110 registers
     and 1024 bytes of static shared memory."""
     so = tmp_path_factory.mktemp("stubs") / "stubs.so"
-    subprocess.run([capture.c_compiler(), "-shared", "-fPIC", "-o", str(so), str(capture.STUBS_C)], check=True)
+    subprocess.run([host.c_compiler(), "-shared", "-fPIC", "-o", str(so), str(host.STUBS_C)], check=True)
     lib = ctypes.CDLL(str(so))
     lib._cudaLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     return lib
 
 
 def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, nonportable=0):
-    capture.prime_stubs(lib, ptx, {"registers": registers, "static_smem": static})
+    host.prime_stubs(lib, ptx, {"registers": registers, "static_smem": static})
     ctypes.c_int.in_dll(lib, "emu_max_dynamic_smem_attr").value = -1
     ctypes.c_int.in_dll(lib, "emu_nonportable_cluster_attr").value = nonportable
     if max_dynamic is not None:
@@ -178,7 +178,7 @@ def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, non
 
 def try_launch(lib, grid=(2, 1, 1), block=(192, 1, 1), smem=200000, cluster=(1, 1, 1)):
     attr = LaunchAttr()
-    attr.id = capture.CLUSTER_DIM_ATTR
+    attr.id = host.CLUSTER_DIM_ATTR
     struct.pack_into("<III", attr.val, 0, *cluster)
     cfg = LaunchConfig(Dim3(*grid), Dim3(*block), smem, None, ctypes.pointer(attr), 1)
     param = ctypes.c_uint64(0)
@@ -226,5 +226,5 @@ def test_dynamic_shared_memory_attribute_cannot_exceed_opt_in_less_static(stubs)
 
 def test_dsl_error_lines():
     text = "warning: x\n\nError: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed.\nok\n"
-    assert capture.dsl_errors(text) == ["Error: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed."]
-    assert capture.dsl_errors("no errors here\nerror-free\n") == []
+    assert host.dsl_errors(text) == ["Error: kernel 'k' launch shared memory exceeds current GPU arch sm_100a allowed."]
+    assert host.dsl_errors("no errors here\nerror-free\n") == []

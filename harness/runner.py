@@ -1,0 +1,570 @@
+"""Any leaderboard submission file in the emulator, unmodified: imported as the leaderboard imports it, its
+custom_kernel(data) called on the problem's inputs, every kernel launch its host code makes run in the emulator the
+moment it is made, C checked by the problem's rule.
+
+    result = run_submission("path/to/submission.py", (256, 512, 512, 1), problem="nvfp4_dual_gemm")
+    result.status, result.summary(), result.exit_code
+
+How (each step in a fresh process, `python -m harness.runner --worker JOB.json`: the file's module-level code, the DSL
+and the bridges stay out of the caller's process, and a crash of the file's host code is reported, not suffered):
+1. The bridges (harness/bridges.py) go in: torch presents host memory as cuda:0, a compiled CuTe DSL function is called
+   through its exported host code, a load_inline extension is built with the nvcc wheel against the CUDA stand-ins
+   (harness/host.py), and the DSL 4.3 names a leaderboard-era file uses resolve under the installed DSL.
+2. The file is imported as module `submission`, with the problem's task.py, reference.py and utils.py first on the path
+   (the leaderboard puts its own beside the file).
+3. Per schedule of the verdict (harness.verdict.schedules_for): the reference's inputs for the shape (C filled with
+   NaN), then custom_kernel(data). Each launch (grid, block, cluster, shared memory, parameter bytes: the stand-ins'
+   record, checked against the B200's launch limits and the kernel's cubin resources) runs in the emulator on global
+   memory that is the process's own memory: every torch tensor's storage and every cudaMalloc, at its host address.
+   Host code after a launch sees its results, as after a synchronising launch. The launches of one call run in
+   order; the first grid's prerequisite writes (programmatic dependent launch) are this call's C, as in the
+   leaderboard's loop, each later grid's those of the grid before it.
+4. The output custom_kernel returns is checked against the reference under the leaderboard's tolerance: all of it, or
+   with `clusters` (a seeded choice of clusters per launch) the elements the emulated clusters stored.
+With timing, one call instead, each launch through the timed emulator (emu.timing.call.timed_run), its C checked on the
+clusters simulated; per call = the sum over the call's launches.
+
+What the runner cannot run ends the run with status "cannot-run": one line naming the construct and where the file
+uses it (file:line), exit code 3.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import gc
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER_TIMEOUT_S = 24 * 3600
+
+
+@dataclass
+class LaunchRecord:
+    """One launch of the file's first call, as the emulator received it."""
+
+    kernel: str
+    grid: tuple
+    block: tuple
+    cluster: tuple
+    dynamic_smem: int
+    registers: int | None
+    static_smem: int | None
+    built_by: str
+    params: int
+
+
+@dataclass
+class RunnerResult:
+    """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
+    implement a PTX form), "launch" (a B200 refuses a launch) or "cannot-run" (construct, where)."""
+
+    status: str
+    submission: str
+    problem: str
+    shape: tuple
+    mode: str
+    message: str = ""
+    construct: str = ""
+    where: str = ""
+    launches: list = field(default_factory=list)  # LaunchRecord of the first call, as dicts
+    runs: list = field(default_factory=list)  # per schedule: {schedule, status, message, seconds, launches}
+    notes: list = field(default_factory=list)  # emu.state.Note as dicts (rule, where, precedent, detail)
+    bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
+    refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused
+    checked_elements: int = 0
+    clusters_run: int = 0
+    clusters_total: int = 0
+    stats: dict = field(default_factory=dict)
+    timed: dict = field(default_factory=dict)  # with timing: per_call_us, per launch lines
+    allow_notes: bool = False
+    seconds: float = 0.0
+    output: str = ""  # what the file and its build printed (tail)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "match" and (self.allow_notes or not self.notes)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 C mismatched, 3 cannot run here (cannot-run, an unsupported PTX form), 2 anything else."""
+        if self.passed:
+            return 0
+        return {"mismatch": 1, "cannot-run": 3, "unsupported": 3}.get(self.status, 2)
+
+    @property
+    def verdict(self) -> str:
+        if self.status == "match" and self.notes:
+            return (f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
+                    + ("" if self.allow_notes else " (FAILED: notes are not allowed unless --allow-notes)"))
+        return {"launch": "LAUNCH REFUSED", "cannot-run": "CANNOT RUN"}.get(self.status, self.status.upper())
+
+    def summary(self) -> str:
+        m, n, k, l = self.shape
+        if self.status == "cannot-run":
+            return f"emulated CANNOT RUN: {Path(self.submission).name}: {self.construct}" + (
+                f" ({self.where})" if self.where else "")
+        kernels = ", ".join(sorted({x["kernel"][:60] for x in self.launches})) or "no launch"
+        return (f"emulated {self.verdict}: {Path(self.submission).name} {m}x{n}x{k}x{l} {self.mode}, "
+                f"{len(self.launches)} launch{'es' if len(self.launches) != 1 else ''} per call ({kernels}), "
+                f"{self.clusters_run}/{self.clusters_total} clusters, {len(self.runs)} schedule"
+                f"{'s' if len(self.runs) != 1 else ''}, {self.checked_elements} elements checked, "
+                f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
+                f"{self.seconds:.1f} s")
+
+    def note_lines(self) -> list[str]:
+        by_rule = {}
+        for note in self.notes:
+            by_rule.setdefault(note["rule"], []).append(note)
+        return [f"note [{rule}] x{len(ns)} at {ns[0]['where']}: {ns[0]['detail']} (precedent: {ns[0]['precedent']})"
+                for rule, ns in by_rule.items()]
+
+
+# ----------------------------------------------------------------------------- the caller's side
+def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", mode: str = "strict",
+                   input_seed: int = 1111, schedules=None, sched_seed: int = 0, clusters="all",
+                   allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
+                   prior_costs: bool = False, full_grid: bool = False, trace: str | None = None,
+                   progress=None) -> RunnerResult:
+    """Run the file at `submission` for an (m, n, k, l) shape in a fresh worker process; the result. schedules: as
+    harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed."""
+    from .verdict import schedules_for
+
+    plan = [s.name for s in schedules_for(schedules, sched_seed)][:1 if timing else None]
+    with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
+        job = {"submission": str(Path(submission).resolve()), "shape": list(shape), "problem": problem,
+               "mode": mode, "input_seed": input_seed, "schedules": plan, "clusters": clusters,
+               "allow_notes": allow_notes, "timing": timing, "costs": costs or {}, "prior_costs": prior_costs,
+               "full_grid": full_grid, "trace": trace, "out": str(Path(tmp) / "result.json")}
+        (Path(tmp) / "job.json").write_text(json.dumps(job))
+        log = Path(tmp) / "output.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(log, "w") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "harness.runner", "--worker", str(Path(tmp) / "job.json")],
+                                    cwd=str(REPO), env=env, stdout=out, stderr=subprocess.STDOUT)
+            rc = _wait(proc, log, progress)
+        printed = log.read_text(errors="replace")
+        result_file = Path(job["out"])
+        if result_file.exists():
+            result = RunnerResult(**{**json.loads(result_file.read_text()), "shape": tuple(shape)})
+        else:
+            result = RunnerResult("cannot-run", str(submission), problem, tuple(shape), mode,
+                                  construct=f"the file's host code ended the process (exit status {rc})",
+                                  message=printed[-2000:])
+        result.output = printed[-6000:]
+        return result
+
+
+def _wait(proc, log: Path, progress) -> int:
+    """Wait for the worker, passing its progress lines ("runner: ...") to `progress`."""
+    seen = 0
+    while True:
+        try:
+            rc = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if progress:
+            text = log.read_text(errors="replace")
+            for line in text[seen:].splitlines():
+                if line.startswith("runner: "):
+                    progress(line[len("runner: "):])
+            seen = len(text) - len(text.rsplit("\n", 1)[-1])
+        if rc is not None:
+            return rc
+
+
+# ----------------------------------------------------------------------------- the worker
+def say(text: str) -> None:
+    print(f"runner: {text}", flush=True)
+
+
+def uses_module(path: Path, name: str) -> bool:
+    """Whether the file imports `name` (or a submodule of it) anywhere."""
+    tree = ast.parse(Path(path).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == name for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == name and not node.level:
+            return True
+    return False
+
+
+def host_regions(standins: list) -> list[tuple[int, int]]:
+    """(address, bytes) of every memory a kernel may be handed: each live torch tensor's storage (the file's, the
+    inputs, whatever its host code allocated and still holds) and each cudaMalloc of the stand-ins."""
+    import torch
+
+    regions = {}
+    with warnings.catch_warnings():  # isinstance asks some of gc's objects for a deprecated __class__
+        warnings.simplefilter("ignore")
+        tensors = [obj for obj in gc.get_objects() if isinstance(obj, torch.Tensor)]
+    for obj in tensors:
+        if obj.device.type == "cpu" and not obj.is_meta:
+            try:
+                storage = obj.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            if storage.data_ptr() and storage.nbytes():
+                regions[storage.data_ptr()] = max(regions.get(storage.data_ptr(), 0), storage.nbytes())
+    for s in standins:
+        for base, size in s.allocations():
+            regions[base] = max(regions.get(base, 0), size)
+    return sorted(regions.items())
+
+
+def host_memory(regions):
+    """An emulator GlobalMemory whose allocations are the host memory of `regions` (live views, no copy)."""
+    import numpy as np
+
+    from emu import GlobalMemory
+
+    gmem = GlobalMemory()
+    end = 0
+    for base, size in regions:
+        if base < end:  # inside a region already placed (a storage within a cudaMalloc): covered
+            continue
+        gmem.attach(base, np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(base)))
+        end = base + size
+    return gmem
+
+
+class Worker:
+    """The runner's process: the bridges, the file, the launches of each call, the verdict."""
+
+    def __init__(self, job: dict):
+        from .bridges import Bridges
+        from .problems import get_problem
+
+        self.job = job
+        self.path = Path(job["submission"])
+        self.problem = get_problem(job["problem"])
+        self.bridges = Bridges()
+        self.standins = []  # every StandIns of this process (the CUDA one, one per exported DSL function)
+        self.extensions = []  # harness.cuda_build.Extension built for the file
+        self.exports = {}  # id(compiled DSL function) -> (compiled, ExportedFunction)
+        self.cuda = None  # the StandIns of libemu_cuda.so, loaded with the first extension
+        self.result = RunnerResult("match", str(self.path), self.problem.name, tuple(job["shape"]), job["mode"],
+                                   allow_notes=job["allow_notes"])
+        self.call = None  # the current call's state (begin_call)
+
+    # ---- the bridges' callbacks
+    def exported(self, compiled):
+        from .dsl_export import ExportedFunction
+
+        hit = self.exports.get(id(compiled))
+        if hit is None:
+            import cutlass
+
+            folder = Path(tempfile.mkdtemp(prefix="dsl_export_", dir=self.tmp))
+            fn = ExportedFunction(compiled, folder, self.on_launch, str(getattr(cutlass, "__version__", "")))
+            hit = self.exports[id(compiled)] = (compiled, fn)
+            self.standins.append(fn.standins)
+        return hit[1]
+
+    def loaded(self, extension) -> None:
+        from .host import StandIns, cuda_standin_dir
+
+        self.extensions.append(extension)
+        if self.cuda is None:
+            lib = ctypes.CDLL(str(cuda_standin_dir() / "libemu_cuda.so"), mode=ctypes.RTLD_GLOBAL)
+            self.cuda = StandIns(lib, self.find_cuda_code, self.on_launch)
+            self.standins.append(self.cuda)
+
+    def find_cuda_code(self, name: str, image: bytes, module_path: str):
+        from emu.ptx import select_entry
+
+        from .host import code_from_image
+
+        for ext in self.extensions:
+            if module_path and Path(module_path).resolve() != ext.library.resolve():
+                continue
+            ptx = ext.kernel_ptx(name)
+            if ptx is not None:
+                return code_from_image(select_entry(ptx, name), name, image, ext.compiler)
+        raise LookupError(f"no PTX of kernel {name} among the extensions built ({module_path})")
+
+    # ---- one call of custom_kernel
+    def begin_call(self, schedule, c_address: int) -> None:
+        self.call = {"schedule": schedule, "launches": [], "stopped": None, "previous_writes": [c_address],
+                     "stores": [], "per_call_us": 0.0, "timed": []}
+
+    def on_launch(self, cap) -> None:
+        """A launch the file's host code just made: run it (or, after a failed one, record it only), with torch as it
+        is (the file's calls run under harness.bridges.TorchAsCuda)."""
+        import torch
+
+        with torch._C.DisableTorchFunction():
+            self.run_launch(cap)
+
+    def run_launch(self, cap) -> None:
+        from emu import run_kernel
+
+        call = self.call
+        if call is None:
+            raise RuntimeError("a kernel launch outside custom_kernel (at import): the emulator runs the calls only")
+        index = len(call["launches"])
+        call["launches"].append(LaunchRecord(cap.kernel_name, tuple(cap.grid), tuple(cap.block), tuple(cap.cluster),
+                                             cap.dynamic_smem, cap.registers, cap.static_smem, cap.dsl_version,
+                                             len(cap.params)))
+        if call["stopped"] is not None:
+            return
+        say(f"launch {index}: {cap.kernel_name[:70]} grid {cap.grid} block {cap.block} cluster {cap.cluster} "
+            f"smem {cap.dynamic_smem}")
+        gmem = host_memory(host_regions(self.standins))
+        if self.job["timing"]:
+            self.timed_launch(cap, gmem, index)
+            return
+        run = run_kernel(cap, gmem, clusters=self.job["clusters"], schedule=call["schedule"],
+                         prerequisite_writes=call["previous_writes"])
+        self.after_run(run.status, run.message, run.machine, run.clusters_run, run.clusters_total, index)
+
+    def timed_launch(self, cap, gmem, index: int) -> None:
+        from emu.timing import costs as cost_table
+        from emu.timing.call import timed_run
+
+        call = self.call
+        costs = cost_table.load(overrides=self.job["costs"], prior=self.job["prior_costs"])
+        trace = self.job["trace"]
+        timed = timed_run(cap, gmem, costs, call["schedule"].seed, self.job["full_grid"], bool(trace),
+                          prerequisite_writes=call["previous_writes"])
+        if timed.status == "completed":
+            call["per_call_us"] += timed.per_call_us
+            call["timed"].append({"launch": index, "line": timed.line(), "per_call_us": round(timed.per_call_us, 3),
+                                  "kernel_us": round(timed.kernel_us, 3), "start_us": round(timed.start_us, 3),
+                                  "phases_us": {k: round(v, 3) for k, v in timed.phases_us.items()},
+                                  "utilisation": {k: round(v, 4) for k, v in timed.utilisation.items()},
+                                  "binds": timed.binds, "waves": timed.waves})
+            if trace:
+                path = Path(trace) if index == 0 else Path(trace).with_name(f"{Path(trace).stem}.{index}"
+                                                                           f"{Path(trace).suffix}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                meta = {"label": "timed", "kernel": cap.kernel_name, "line": timed.line()}
+                timed.trace.chrome(path, costs.us(1), timed.machine.marks, meta)
+                timed.trace.png(path.with_suffix(".png"))
+        self.after_run(timed.status, timed.message, timed.machine, timed.clusters_simulated, timed.clusters_total,
+                       index)
+
+    def after_run(self, status, message, machine, clusters_run, clusters_total, index: int) -> None:
+        call = self.call
+        if machine is not None:
+            call.setdefault("notes", {}).update({(n.rule, n.where): n for n in machine.notes.values()})
+            for key, value in machine.stats.items():
+                call.setdefault("stats", {})[key] = call.get("stats", {}).get(key, 0) + value
+            call["stores"] += list(machine.store_log)
+            written = sorted({machine.gmem.allocation(addr)[0] for addr, _ in machine.store_log})
+            call["previous_writes"] = written
+        call["clusters"] = (call.get("clusters", (0, 0))[0] + clusters_run, call.get("clusters", (0, 0))[1]
+                            + clusters_total)
+        if status != "completed":
+            call["stopped"] = (status, f"launch {index}: {message}")
+
+    # ---- the file and its verdict
+    def run(self) -> RunnerResult:
+        from .bridges import DeviceBridge, dsl_environment, install_dsl, install_load_inline
+
+        t0 = time.time()
+        self.tmp = tempfile.mkdtemp(prefix="emu_runner_work_")
+        if uses_module(self.path, "cutlass"):
+            dsl_environment(Path(self.tmp) / "dsl_dump")
+            install_dsl(self.bridges, self.exported)
+        install_load_inline(self.bridges, self.loaded)
+        for folder in (self.problem_dir(), REPO):
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+        say(f"importing {self.path.name}")
+        try:
+            with DeviceBridge(self.bridges):
+                spec = importlib.util.spec_from_file_location("submission", self.path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["submission"] = module
+                spec.loader.exec_module(module)
+            if not hasattr(module, "custom_kernel"):
+                return self.cannot_run("the file defines no custom_kernel(data)", "")
+            from .verdict import schedules_for
+
+            for schedule in schedules_for(self.job["schedules"]):
+                if not self.one_call(module, schedule):
+                    break
+        except Exception as e:  # noqa: BLE001 (whatever the file or its build raises is reported, not a traceback)
+            return self.failed(e)
+        finally:
+            self.result.seconds = time.time() - t0
+            self.result.bridges = self.bridges.lines()
+            self.result.refusals = [r for s in self.standins for r in s.refusals]
+        return self.result
+
+    def problem_dir(self) -> Path:
+        from utils import problem_dir
+
+        return problem_dir(self.problem.name)
+
+    def one_call(self, module, schedule) -> bool:
+        """One call of custom_kernel under `schedule`, checked; whether the verdict goes on."""
+        import torch
+
+        from .bridges import DeviceBridge
+
+        t1 = time.time()
+        reference = self.problem.reference()
+        m, n, k, l = self.job["shape"]
+        data = reference.generate_input(m, n, k, l, self.job["input_seed"], mode=self.job["mode"], device="cpu")
+        c = data[self.problem.data_index["c"]]
+        c.fill_(float("nan"))
+        say(f"schedule {schedule.name}: custom_kernel")
+        self.begin_call(schedule, c.data_ptr())
+        with DeviceBridge(self.bridges):
+            out = module.custom_kernel(data)
+        call = self.call
+        for s in self.standins:
+            if s.errors:
+                raise RuntimeError(s.errors[0])
+        run = {"schedule": schedule.name, "launches": len(call["launches"])}
+        if not self.result.launches:
+            self.result.launches = [asdict(x) for x in call["launches"]]
+        self.result.notes = list({(n["rule"], n["where"]): n for n in self.result.notes + [
+            {"rule": n.rule, "where": n.where, "precedent": n.precedent, "detail": n.detail}
+            for n in call.get("notes", {}).values()]}.values())
+        self.result.stats = call.get("stats", {})
+        self.result.clusters_run, self.result.clusters_total = call.get("clusters", (0, 0))
+        refusal = next((s.last_refusal() for s in self.standins if s.last_refusal()), "")
+        if refusal:
+            status, message, checked = "launch", f"a B200 refuses this launch: {refusal}", 0
+        elif not call["launches"]:
+            status, message, checked = "mismatch", "custom_kernel launched no kernel", 0
+        elif call["stopped"] is not None:
+            (status, message), checked = call["stopped"], 0
+        elif not isinstance(out, torch.Tensor):
+            status, message, checked = "mismatch", f"custom_kernel returned a {type(out).__name__}, not a tensor", 0
+        else:
+            status, message, checked = self.check(reference, data, out, call)
+        if self.job["timing"] and status in ("match", "mismatch"):
+            self.result.timed = {"per_call_us": round(call["per_call_us"], 3), "launches": call["timed"]}
+        run.update(status=status, message=message, seconds=round(time.time() - t1, 2))
+        self.result.runs.append(run)
+        self.result.checked_elements = checked
+        say(f"schedule {schedule.name}: {status} ({run['seconds']} s)")
+        if status != "match":
+            self.result.status, self.result.message = status, message
+            return False
+        return True
+
+    def check(self, reference, data, out, call):
+        """(status, message, elements checked): `out` against the reference, all of it when every cluster of every
+        launch ran, else the elements the emulated clusters stored."""
+        import numpy as np
+        import torch
+
+        from .problems import check_c
+
+        all_clusters = call["clusters"][0] == call["clusters"][1]
+        if all_clusters:
+            expected = reference.ref_kernel(data)
+            ok, msg = check_c(out, expected)
+            return ("match" if ok else "mismatch"), msg, out.numel()
+        written = written_elements(out, call["stores"])
+        if not written.any():
+            return "mismatch", "the emulated clusters stored no element of the output", 0
+        m, n, l = out.shape
+        checked = 0
+        block = 128
+        for b in range(l):
+            for i in range(0, m, block):
+                for j in range(0, n, block):
+                    mask = written[i:i + block, j:j + block, b]
+                    if not mask.any():
+                        continue
+                    rs, cs = slice(i, min(i + block, m)), slice(j, min(j + block, n))
+                    want = self.problem.reference_tile(reference, data, rs, cs, b)
+                    got = out[rs, cs, b]
+                    sel = torch.from_numpy(np.ascontiguousarray(mask))
+                    ok, msg = check_c(got[sel], want[sel])
+                    checked += int(mask.sum())
+                    if not ok:
+                        return "mismatch", f"rows {i}:{rs.stop} cols {j}:{cs.stop}: {msg}", checked
+        return "match", f"{checked} elements stored by the emulated clusters", checked
+
+    def cannot_run(self, construct: str, where: str, message: str = "") -> RunnerResult:
+        self.result.status, self.result.construct, self.result.where = "cannot-run", construct, where
+        self.result.message = message or construct
+        return self.result
+
+    def failed(self, e: BaseException) -> RunnerResult:
+        """What the file (or its build, or the runner's host side) raised, as one line with where the file was."""
+        from .bridges import where_in
+        from .cuda_build import BuildError, UnsupportedHostCall, missing_symbol
+
+        where = where_in(self.path, e)
+        if isinstance(e, UnsupportedHostCall):
+            return self.cannot_run(e.construct, e.where or where, str(e))
+        if isinstance(e, BuildError):
+            first = next((line for line in e.output.splitlines() if "error" in line.lower()), e.output[-300:])
+            return self.cannot_run(f"the CUDA extension does not build with nvcc for sm_100a: {first.strip()}", where,
+                                   e.output[-3000:])
+        symbol = missing_symbol(str(e))
+        if symbol:
+            return self.cannot_run(f"the host code calls {symbol}, which the emulator's CUDA stand-ins do not "
+                                   f"provide", where or find_in_file(self.path, symbol), str(e))
+        if self.call is not None and self.call["stopped"] is not None:
+            status, message = self.call["stopped"]
+            self.result.status, self.result.message = status, message
+            return self.result
+        refusal = next((s.last_refusal() for s in self.standins if s.last_refusal()), "")
+        if refusal:
+            self.result.status, self.result.message = "launch", f"a B200 refuses this launch: {refusal}"
+            return self.result
+        inner = next((err for st in self.standins for err in st.errors), "")  # what failed inside a callback
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400]
+        return self.cannot_run(why + (f" ({inner[:400]})" if inner else ""), where, str(e)[-3000:])
+
+
+def written_elements(out, stores):
+    """Boolean [shape of out]: the elements of `out` whose first byte one of `stores` ((address, bytes), the
+    machines' store logs) wrote."""
+    import numpy as np
+    import torch
+
+    storage = out.untyped_storage()
+    base, nbytes = storage.data_ptr(), storage.nbytes()
+    hit = np.zeros(nbytes + 1, np.int32)
+    for addr, size in stores:
+        lo, hi = max(addr, base), min(addr + size, base + nbytes)
+        if lo < hi:
+            hit[lo - base] += 1
+            hit[hi - base] -= 1
+    covered = np.cumsum(hit[:-1]) > 0
+    # each element's offset in its storage, in elements: out's own view over an arange of the storage
+    offsets = torch.as_strided(torch.arange(nbytes // out.element_size()), out.shape, out.stride(), out.storage_offset())
+    return covered[offsets.numpy() * out.element_size()]
+
+
+def find_in_file(path: Path, symbol: str) -> str:
+    """file:line of the first line of the file that names the function `symbol` (its name without arguments)."""
+    name = symbol.split("(")[0].split("::")[-1]
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if name and name in line:
+            return f"{Path(path).name}:{i}"
+    return ""
+
+
+def worker_main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    result = Worker(job).run()
+    Path(job["out"]).write_text(json.dumps(asdict(result), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        sys.exit(worker_main(sys.argv[2]))
+    print("usage: python -m harness.runner --worker JOB.json (internal: harness.runner.run_submission)", file=sys.stderr)
+    sys.exit(2)
