@@ -508,6 +508,8 @@ def _tc_alloc(ex, w, ins, mask):
         dsts.append((peer_w.cta, peer_dst))
     taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
     for cta in _group(w.cta, n):
+        ordering.allocated(cta, taddr, ncols)
+    for cta in _group(w.cta, n):
         why = tensor_memory_oversubscribed(ex.launch, sum(x.ncols for x in cta.tmem_allocs))
         if why and (ex.pdl or max(ex.launch.cluster) > 1):
             raise Hazard(f"{ins.opcode}: {why}")
@@ -535,6 +537,7 @@ def _tc_dealloc(ex, w, ins, mask):
         if peer != (taddr, ncols):
             raise Hazard(f"{ins.opcode}: the pair's warps free different tensor memory ({taddr:#x}/{ncols} vs "
                          f"{peer[0]:#x}/{peer[1]})")
+    ordering.dealloc_frees(ex, w, ins, _group(w.cta, n), taddr & 0xFFFF, ncols)
     tcgen05.tmem_dealloc(_group(w.cta, n), taddr, ncols)
     return None
 
@@ -697,7 +700,9 @@ def _tc_ld(ex, w, ins, mask):
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
     pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape)
-    ordering.ld_issued(w, pending, col, num * 8 if shape == "16x256b" else num, ins.line)  # .16x256b: 8 columns a rep
+    ncols = num * 8 if shape == "16x256b" else num  # .16x256b: 8 columns a repetition
+    ordering.ld_after_dealloc(ex, w, ins, col, ncols)
+    ordering.ld_issued(w, pending, col, ncols, ins.line)
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None

@@ -54,6 +54,14 @@ operation runs.
     gau-nernst's, arseni_ivanov's and novus677's kernels run clean under both, emulated). Granularity: columns. Every
     MMA the emulator implements writes all 128 lanes of D in each CTA (M = 128 per CTA, Layouts A and D:
     emu.tcgen05), and a load reads 16 or 32 lanes of its warp's quadrant, always among them.
+    DEALLOC_WHILE_READ: the same question for tcgen05.dealloc (9.7.16.7.1: freed columns may be handed to another
+    allocation), in both orders: a dealloc frees columns that another warp's tcgen05.ld reads and that read is not
+    ordered before it (not read yet, or no release of the reading warp after the read reaches the deallocating warp),
+    or a tcgen05.ld reads columns a dealloc of another warp has already freed. Happens-before again, so the verdict
+    does not depend on which of the two the schedule runs first. A Note (emu.precedents.TMEM_DEALLOC_WHILE_READ: a
+    public CUDA kernel run on a B200 frees its accumulator with the barrier before the dealloc commented out); freed
+    columns keep their data until an allocation takes them (emu.tcgen05), as hardware's do, so C still shows what the
+    kernel computed and the note says why it is not promised.
 Proxies (PTX ISA 9.7.16.6.5, 9.7.9.25.2 "async proxy"): shared memory written by the generic proxy (st.shared) and
 then read by the async proxy (a TMA store's source, a tcgen05.cp's source) needs fence.proxy.async between them, by
 the writing thread. This module keeps the log of unfenced generic writes (generic_write, proxy_fence). A tcgen05.cp
@@ -80,6 +88,7 @@ FENCE_AFTER = "tcgen05-fence-after-thread-sync-missing"
 LD_THEN_MMA = "tcgen05-ld-then-mma-unordered"
 MMA_THEN_LD = "tcgen05-mma-then-ld-unordered"
 LD_UNWAITED = "tcgen05-ld-released-before-wait"
+DEALLOC_WHILE_READ = "tcgen05-dealloc-while-read"
 ASYNC_KINDS = ("mma", "cp", "ld", "st")
 RECENT_MMAS = 256  # MMAs of a CTA kept for MMA_THEN_CP / MMA_THEN_LD (older ones have long been observed complete)
 
@@ -313,6 +322,68 @@ def _ld_then_mma(w, ins, cta, reader: tuple, c0: int, n: int, ld_line: int, why:
                  f"{ld_line} of warp {reader[1]} ({_role(reader[1])}) reads, and that load {why}: PTX ISA 9.7.16.6.3 "
                  f"orders it before this MMA only through a synchronisation after the read, so the MMA may overwrite "
                  f"the accumulator before the load reads it")
+
+
+def _outstanding_reads(w, cta, c0: int, n: int) -> dict:
+    """{reader warp key: PTX line} of the tcgen05.ld of warps other than `w` that read columns [c0, c0 + n) of `cta`
+    and are not ordered before `w`'s next operation: not read yet, or read after the last release of the reading warp
+    that reaches `w`."""
+    reads, own, out = getattr(cta, "tmem_reads", None), _key(w), {}
+    if reads is None:
+        return out
+    for reader, loads in reads.pending.items():
+        for col, ncols, ld_line in loads.values():
+            if reader != own and _overlap(c0, n, col, ncols):
+                out.setdefault(reader, ld_line)
+    for reader, (clocks, lines) in reads.read.items():
+        span = clocks[c0:c0 + n]
+        if reader != own and span.max() > w.seen.get(reader, -1):
+            out.setdefault(reader, int(lines[c0 + int(span.argmax())]))
+    return out
+
+
+def _warps(keys) -> str:
+    ids = sorted({k[1] for k in keys})
+    return f"warp{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
+
+
+def dealloc_frees(ex, w, ins, ctas: list, col: int, ncols: int) -> None:
+    """tcgen05.dealloc by `w` frees columns [col, col + ncols) of each CTA of `ctas` (DEALLOC_WHILE_READ for the reads
+    not ordered before it); the freed range is remembered for later loads (ld_issued)."""
+    for cta in ctas:
+        outstanding = _outstanding_reads(w, cta, col, ncols)
+        if outstanding:
+            ex.note(DEALLOC_WHILE_READ, f"{ins.where()} ({_role(w)})", precedents.TMEM_DEALLOC_WHILE_READ,
+                    f"warp {w.warp_id} deallocated tensor-memory columns {col}-{col + ncols - 1} of CTA rank "
+                    f"{cta.rank} while {_warps(outstanding)} had reads of them outstanding (tcgen05.ld at PTX line "
+                    f"{min(outstanding.values())}): nothing orders those reads before the dealloc (PTX ISA "
+                    f"9.7.16.7.1, 9.7.16.6.3: a barrier after the reads, with tcgen05.fence::before_thread_sync)")
+        cta.tmem_freed = [f for f in cta.tmem_freed if not _overlap(f[0], f[1], col, ncols)]
+        cta.tmem_freed.append((col, ncols, _key(w), ins.line))
+
+
+def allocated(cta, col: int, ncols: int) -> None:
+    """tcgen05.alloc gave columns [col, col + ncols) of `cta` to a new allocation: no longer freed."""
+    cta.tmem_freed = [f for f in cta.tmem_freed if not _overlap(f[0], f[1], col, ncols)]
+
+
+def freed_by(cta, col: int, ncols: int):
+    """(warp key, PTX line) of the dealloc that freed columns of [col, col + ncols) of `cta` and no allocation took
+    back since, or None."""
+    return next(((key, line) for c0, n, key, line in cta.tmem_freed if _overlap(c0, n, col, ncols)),
+                None)
+
+
+def ld_after_dealloc(ex, w, ins, col: int, ncols: int) -> None:
+    """A tcgen05.ld by `w` of columns [col, col + ncols) that a dealloc of another warp already freed
+    (DEALLOC_WHILE_READ)."""
+    freed = freed_by(w.cta, col, ncols)
+    if freed is not None and freed[0] != _key(w):
+        (rank, wid), line = freed
+        ex.note(DEALLOC_WHILE_READ, f"{ins.where()} ({_role(w)})", precedents.TMEM_DEALLOC_WHILE_READ,
+                f"warp {wid} deallocated tensor-memory columns of CTA rank {rank} at PTX line {line} while warp "
+                f"{w.warp_id} had reads of them outstanding (this tcgen05.ld of columns {col}-{col + ncols - 1}): "
+                f"nothing orders the read before the dealloc (PTX ISA 9.7.16.7.1, 9.7.16.6.3)")
 
 
 # ---------------------------------------------------------------------------------------------- proxies

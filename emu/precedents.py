@@ -40,3 +40,7 @@ TEEL = ("teelaitila/nvfp4_gpumode dual_gemm/submission.py (CuTe DSL; its version
         "check every output first, are published in dual_gemm/benchmarks.md @ 754dd17d)")
 TMEM_SERIALISED = (TEEL + " @ 1a18fbab: 1-CTA clusters, no programmatic dependent launch, 512 tensor-memory columns per "
                    "CTA, and two CTAs fit one SM by threads, registers and shared memory")
+NAREG = ("NaregAmirianMegan/NVFP4_Kernels@126cb76 nvfp4_dual_gemm/submission_ptx.py (CUDA; run on a Modal B200 by its "
+         "author, 18.6 / 18.6 / 14.4 / 18.5 us published)")
+TMEM_DEALLOC_WHILE_READ = (NAREG + ": its warp 0 frees the accumulator columns right after its own epilogue loads, the "
+                           "named barrier before the tcgen05.dealloc commented out, while warps 1-3 may still read them")

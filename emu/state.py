@@ -188,6 +188,7 @@ class Cta:
     recent_mmas: list = field(default_factory=list)  # tcgen05.mma issues the ordering rules look back on (ordering)
     generic_unfenced: dict = field(default_factory=dict)  # warp -> generic-proxy writes not yet proxy-fenced
     rendezvous: dict = field(default_factory=dict)  # "alloc"/"dealloc" -> the pair's cta_group::2 meeting (ops_async)
+    tmem_freed: list = field(default_factory=list)  # (column, columns, warp key, PTX line) a dealloc freed (ordering)
 
     @property
     def peer(self) -> "Cta":

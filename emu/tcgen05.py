@@ -128,6 +128,8 @@ def _check_allocated(cta: Cta, col: int, ncols: int, what: str) -> None:
     for alloc in cta.tmem_allocs:
         if alloc.column <= col and col + ncols <= alloc.column + alloc.ncols:
             return
+    if any(c0 <= col and col + ncols <= c0 + n for c0, n, _, _ in cta.tmem_freed):
+        return  # columns a dealloc freed: emu.ordering's DEALLOC_WHILE_READ names that read
     _note_or_hazard(cta, "tmem-outside-allocation", precedents.ARSENI_TMEM_COLUMNS,
                     f"{what}: columns [{col}, {col + ncols}) are not inside one tensor-memory allocation of CTA "
                     f"{cta.ctaid} (allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
@@ -608,6 +610,7 @@ def tmem_alloc(group: list, ncols: int) -> int:
         if all(not any(a.column < col + ncols and col < a.column + a.ncols for a in cta.tmem_allocs) for cta in group):
             for cta in group:
                 cta.tmem_allocs.append(TensorMemoryAllocation(col, ncols))
+                cta.tmem[:, col:col + ncols] = POISON_WORD  # a new allocation holds nothing the kernel wrote
             return col  # lane 0 << 16 | col
     raise Hazard(f"tcgen05.alloc of {ncols} columns: not enough free tensor memory in CTA(s) "
                  f"{[c.ctaid for c in group]} (the allocation would block forever)")
@@ -615,7 +618,8 @@ def tmem_alloc(group: list, ncols: int) -> int:
 
 def tmem_dealloc(group: list, taddr: int, ncols: int) -> None:
     """tcgen05.dealloc.cta_group::len(group) taddr, ncols: free an allocation made by tcgen05.alloc (same
-    address and column count) in every CTA of the group; the freed columns are poisoned again."""
+    address and column count) in every CTA of the group. The freed columns keep their data until an allocation takes
+    them (which poisons them), as hardware's do: a read after the dealloc is emu.ordering's DEALLOC_WHILE_READ."""
     _check_group(group)
     _check_ncols(ncols, "tcgen05.dealloc")
     lane, col = split_taddr(taddr)
@@ -628,7 +632,6 @@ def tmem_dealloc(group: list, taddr: int, ncols: int) -> None:
                          f"(allocations: {[(a.column, a.ncols) for a in cta.tmem_allocs]})")
     for cta in group:
         cta.tmem_allocs.remove(next(a for a in cta.tmem_allocs if a.column == col and a.ncols == ncols))
-        cta.tmem[:, col:col + ncols] = POISON_WORD
 
 
 def tmem_relinquish(group: list) -> None:

@@ -268,3 +268,25 @@ def test_async_proxy_reads_need_fence_proxy_async():
     with pytest.raises(Hazard, match="fence.proxy.async"):
         run_ptx(kernel_text(PROXY.replace("    FENCE\n", "")), threads=32, dynamic_smem=8192)
     run_ptx(kernel_text(PROXY.replace("FENCE", "fence.proxy.async.shared::cta;")), threads=32, dynamic_smem=8192)
+
+
+DEALLOC_LAST = ("MMA_DONE:\n    bar.sync 0;\n    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 128;",
+                "MMA_DONE:\n    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 128;\n    bar.sync 0;")
+
+
+def test_dealloc_before_the_epilogue_reads_are_ordered_is_a_note_at_every_schedule():
+    """Warp 0 frees the accumulator before the barrier the epilogue's loads come before (the barrier of a public CUDA
+    kernel, commented out there): DEALLOC_WHILE_READ whichever runs first, the dealloc (the load then reads freed
+    columns) or the load (not yet released to warp 0); the message names both warps and the load's line. With the
+    barrier first (the handoff kernel as it is) no note."""
+    handback = [LOAD, WAIT, RELEASE, wait_loop("[%r9+24]", hint=None, label="WAIT_FINAL", done="FINAL_DONE"),
+                "tcgen05.fence::after_thread_sync;", LOAD, WAIT]  # the final accumulator, after the last commit
+    racy = kernel(handback).replace(*DEALLOC_LAST)
+    assert racy != kernel(handback)
+    for schedule in SCHEDULES:
+        m = run_ptx(racy, schedule=schedule, threads=64, dynamic_smem=8192).machine
+        notes = [n for n in m.notes.values() if n.rule == ordering.DEALLOC_WHILE_READ]
+        assert len(notes) == 1 and notes[0].precedent == precedents.TMEM_DEALLOC_WHILE_READ, schedule.name
+        assert "warp 0 deallocated tensor-memory columns" in notes[0].detail and "warp 1" in notes[0].detail
+        clean = run_ptx(kernel(handback), schedule=schedule, threads=64, dynamic_smem=8192).machine
+        assert ordering.DEALLOC_WHILE_READ not in {n.rule for n in clean.notes.values()}, schedule.name
