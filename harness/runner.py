@@ -130,20 +130,28 @@ class RunnerResult:
 
 # ----------------------------------------------------------------------------- the caller's side
 def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", mode: str = "strict",
-                   input_seed: int = 1111, schedules=None, sched_seed: int = 0, clusters="all",
-                   allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
-                   prior_costs: bool = False, full_grid: bool = False, trace: str | None = None,
-                   progress=None) -> RunnerResult:
-    """Run the file at `submission` for an (m, n, k, l) shape in a fresh worker process; the result. schedules: as
-    harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed."""
+                   input_seed: int = 1111, **options) -> RunnerResult:
+    """Run the file at `submission` for one (m, n, k, l) shape (run_cases' options); the result."""
+    return run_cases(submission, [(tuple(shape), mode, input_seed)], problem, **options)[0]
+
+
+def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedules=None, sched_seed: int = 0,
+              clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
+              prior_costs: bool = False, full_grid: bool = False, trace: str | None = None,
+              progress=None) -> list[RunnerResult]:
+    """Run the file at `submission` on each case ((m, n, k, l), mode, input seed) in one fresh worker process (the
+    file is imported and compiled once); a result per case, in order. schedules: as
+    harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed. clusters: "all"
+    or N, a seeded choice of N clusters of each launch (the output is then checked where they stored)."""
     from .verdict import schedules_for
 
     plan = [s.name for s in schedules_for(schedules, sched_seed)][:1 if timing else None]
     with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
-        job = {"submission": str(Path(submission).resolve()), "shape": list(shape), "problem": problem,
-               "mode": mode, "input_seed": input_seed, "schedules": plan, "clusters": clusters,
-               "allow_notes": allow_notes, "timing": timing, "costs": costs or {}, "prior_costs": prior_costs,
-               "full_grid": full_grid, "trace": trace, "out": str(Path(tmp) / "result.json")}
+        job = {"submission": str(Path(submission).resolve()), "problem": problem,
+               "cases": [{"shape": list(shape), "mode": mode, "input_seed": seed} for shape, mode, seed in cases],
+               "schedules": plan, "clusters": clusters, "allow_notes": allow_notes, "timing": timing,
+               "costs": costs or {}, "prior_costs": prior_costs, "full_grid": full_grid, "trace": trace,
+               "out": str(Path(tmp) / "results.json")}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
         log = Path(tmp) / "output.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -154,13 +162,15 @@ def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", m
         printed = log.read_text(errors="replace")
         result_file = Path(job["out"])
         if result_file.exists():
-            result = RunnerResult(**{**json.loads(result_file.read_text()), "shape": tuple(shape)})
-        else:
-            result = RunnerResult("cannot-run", str(submission), problem, tuple(shape), mode,
-                                  construct=f"the file's host code ended the process (exit status {rc})",
-                                  message=printed[-2000:])
-        result.output = printed[-6000:]
-        return result
+            results = [RunnerResult(**{**r, "shape": tuple(r["shape"])}) for r in json.loads(result_file.read_text())]
+        else:  # the worker died before it wrote (a crash in the file's host code, the emulator killed)
+            results = [RunnerResult("cannot-run", str(submission), problem, tuple(shape), mode,
+                                    construct=f"the worker process ended with exit status {rc} before its verdict "
+                                              f"(a crash in the file's host code?)", message=printed[-2000:])
+                       for shape, mode, _ in cases]
+        for r in results:
+            r.output = printed[-6000:]
+        return results
 
 
 def _wait(proc, log: Path, progress) -> int:
@@ -182,6 +192,15 @@ def _wait(proc, log: Path, progress) -> int:
 
 
 # ----------------------------------------------------------------------------- the worker
+def is_package_kernel(path) -> bool:
+    """Whether the file is this package's kernel (submission.py or a modified copy: it defines DualGemmKernel and
+    compile_config), which tools/emulate.py runs config by config through harness.verdict; any other file goes
+    through the runner."""
+    tree = ast.parse(Path(path).read_text())
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    return {"DualGemmKernel", "compile_config"} <= names
+
+
 def say(text: str) -> None:
     print(f"runner: {text}", flush=True)
 
@@ -251,8 +270,8 @@ class Worker:
         self.extensions = []  # harness.cuda_build.Extension built for the file
         self.exports = {}  # id(compiled DSL function) -> (compiled, ExportedFunction)
         self.cuda = None  # the StandIns of libemu_cuda.so, loaded with the first extension
-        self.result = RunnerResult("match", str(self.path), self.problem.name, tuple(job["shape"]), job["mode"],
-                                   allow_notes=job["allow_notes"])
+        self.result = None  # the current case's RunnerResult
+        self.case = None  # the current case: {"shape", "mode", "input_seed"}
         self.call = None  # the current call's state (begin_call)
 
     # ---- the bridges' callbacks
@@ -367,39 +386,70 @@ class Worker:
             call["stopped"] = (status, f"launch {index}: {message}")
 
     # ---- the file and its verdict
-    def run(self) -> RunnerResult:
+    def run(self) -> list[RunnerResult]:
+        """Import the file once, then run every case of the job; a result per case."""
         from .bridges import DeviceBridge, dsl_environment, install_dsl, install_load_inline
 
         t0 = time.time()
         self.tmp = tempfile.mkdtemp(prefix="emu_runner_work_")
-        if uses_module(self.path, "cutlass"):
-            dsl_environment(Path(self.tmp) / "dsl_dump")
-            install_dsl(self.bridges, self.exported)
-        install_load_inline(self.bridges, self.loaded)
-        for folder in (self.problem_dir(), REPO):
-            if str(folder) not in sys.path:
-                sys.path.insert(0, str(folder))
-        say(f"importing {self.path.name}")
+        self.start_case(self.job["cases"][0])
         try:
+            if uses_module(self.path, "cutlass"):
+                dsl_environment(Path(self.tmp) / "dsl_dump")
+                install_dsl(self.bridges, self.exported)
+            install_load_inline(self.bridges, self.loaded)
+            for folder in (self.problem_dir(), REPO):
+                if str(folder) not in sys.path:
+                    sys.path.insert(0, str(folder))
+            say(f"importing {self.path.name}")
             with DeviceBridge(self.bridges):
                 spec = importlib.util.spec_from_file_location("submission", self.path)
                 module = importlib.util.module_from_spec(spec)
                 sys.modules["submission"] = module
                 spec.loader.exec_module(module)
             if not hasattr(module, "custom_kernel"):
-                return self.cannot_run("the file defines no custom_kernel(data)", "")
-            from .verdict import schedules_for
+                self.cannot_run("the file defines no custom_kernel(data)", "")
+        except Exception as e:  # noqa: BLE001 (whatever the file or its build raises is reported, not a traceback)
+            self.failed(e)
+        if self.result.status == "cannot-run":  # the import failed: every case with it
+            self.finish_case(t0)
+            return [RunnerResult(**{**asdict(self.result), "shape": tuple(c["shape"]), "mode": c["mode"]})
+                    for c in self.job["cases"]]
+        results = []
+        for case in self.job["cases"]:
+            t1 = time.time()
+            if results:
+                self.start_case(case)
+            self.run_case(module)
+            self.finish_case(t1 if results else t0)
+            results.append(self.result)
+        return results
 
+    def start_case(self, case: dict) -> None:
+        self.case = case
+        self.result = RunnerResult("match", str(self.path), self.problem.name, tuple(case["shape"]), case["mode"],
+                                   allow_notes=self.job["allow_notes"])
+        self.call = None
+        for s in self.standins:
+            s.errors.clear()
+
+    def finish_case(self, t0: float) -> None:
+        self.result.seconds = time.time() - t0
+        self.result.bridges = self.bridges.lines()
+        self.result.refusals = [r for s in self.standins for r in s.refusals]
+
+    def run_case(self, module) -> None:
+        """The verdict's schedules on the current case, each one call of custom_kernel."""
+        from .verdict import schedules_for
+
+        m, n, k, l = self.case["shape"]
+        say(f"case {m}x{n}x{k}x{l} {self.case['mode']}")
+        try:
             for schedule in schedules_for(self.job["schedules"]):
                 if not self.one_call(module, schedule):
                     break
-        except Exception as e:  # noqa: BLE001 (whatever the file or its build raises is reported, not a traceback)
-            return self.failed(e)
-        finally:
-            self.result.seconds = time.time() - t0
-            self.result.bridges = self.bridges.lines()
-            self.result.refusals = [r for s in self.standins for r in s.refusals]
-        return self.result
+        except Exception as e:  # noqa: BLE001
+            self.failed(e)
 
     def problem_dir(self) -> Path:
         from utils import problem_dir
@@ -414,8 +464,8 @@ class Worker:
 
         t1 = time.time()
         reference = self.problem.reference()
-        m, n, k, l = self.job["shape"]
-        data = reference.generate_input(m, n, k, l, self.job["input_seed"], mode=self.job["mode"], device="cpu")
+        m, n, k, l = self.case["shape"]
+        data = reference.generate_input(m, n, k, l, self.case["input_seed"], mode=self.case["mode"], device="cpu")
         c = data[self.problem.data_index["c"]]
         c.fill_(float("nan"))
         say(f"schedule {schedule.name}: custom_kernel")
@@ -558,8 +608,8 @@ def worker_main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    result = Worker(job).run()
-    Path(job["out"]).write_text(json.dumps(asdict(result), default=str))
+    results = Worker(job).run()
+    Path(job["out"]).write_text(json.dumps([asdict(r) for r in results], default=str))
     return 0
 
 

@@ -79,7 +79,12 @@ def main(argv=None) -> int:
     ap.add_argument("--schedule", action="append", default=None, metavar="POLICY:SEED",
                     help="run this schedule (repeatable); policies: emu.machine.POLICIES")
     ap.add_argument("--input-seed", type=int, default=1111, help="reference.generate_input seed")
-    ap.add_argument("--submission", default=str(REPO / "submission.py"), help="the kernel file (a modified copy works)")
+    ap.add_argument("--submission", default=str(REPO / "submission.py"),
+                    help="the kernel file: this package's submission.py or a modified copy (run config by config), or "
+                         "any leaderboard submission file (run as the leaderboard runs it: README, 'Your own "
+                         "submission without a B200')")
+    ap.add_argument("--generic", action="store_true",
+                    help="run this package's submission.py as any other file (custom_kernel with its own launches)")
     ap.add_argument("--clusters", default="all", help="'all' or N: emulate N clusters chosen by the seed; "
                                                       "only the tiles they write are checked")
     ap.add_argument("--sm-count", type=int, default=None,
@@ -145,6 +150,14 @@ def main(argv=None) -> int:
         ap.error("--shape M,N,K[,L] is required")
 
     m, n, k, l = args.shape
+    from harness.runner import is_package_kernel
+
+    if args.generic or not is_package_kernel(args.submission):
+        for flag, default in (("config", None), ("sm_count", None), ("dsl", "default"), ("host_path", None)):
+            if getattr(args, flag) != default:
+                ap.error(f"--{flag.replace('_', '-')} is for this package's kernel; {args.submission} runs as the "
+                         f"leaderboard runs it (custom_kernel, its own launches)")
+        return _generic(args)
     if args.timing:
         return _timed(args)
     from harness.verdict import emulate
@@ -179,6 +192,55 @@ def main(argv=None) -> int:
             "launch": res.launch, "notes": [vars(n) for n in res.notes], "scheduler_seed": args.seed,
             "schedules": [{"schedule": r.schedule, "status": r.status, "seconds": round(r.seconds, 2)} for r in res.runs],
             "input_seed": args.input_seed, "submission": args.submission, "problem": args.problem}, indent=2))
+    return res.exit_code
+
+
+def _generic(args) -> int:
+    """Any submission file through harness.runner: its custom_kernel, its own launches (tools/emulate.py's docstring)."""
+    from harness.runner import run_submission
+
+    t0 = time.time()
+    schedules = args.schedule if args.schedule else args.schedules
+    overrides = {}
+    if args.timing:
+        from emu.timing import costs as cost_table
+
+        overrides = cost_table.read_overrides(args.costs) if args.costs else {}
+        overrides.update({name: float(value) for name, _, value in (item.partition("=") for item in args.cost)})
+    res = run_submission(args.submission, args.shape, problem=args.problem, mode=args.mode,
+                         input_seed=args.input_seed, schedules=schedules, sched_seed=args.seed,
+                         clusters=args.clusters, allow_notes=args.allow_notes, timing=args.timing, costs=overrides,
+                         prior_costs=args.prior_costs, full_grid=args.full_grid, trace=args.trace,
+                         progress=lambda line: print(f"  {line} ({time.time() - t0:.0f} s)", file=sys.stderr,
+                                                     flush=True))
+    print(res.summary())
+    for launch in res.launches:
+        print(f"  launch: {launch['kernel'][:80]} grid {tuple(launch['grid'])} block {tuple(launch['block'])} cluster "
+              f"{tuple(launch['cluster'])} dynamic smem {launch['dynamic_smem']} B, static {launch['static_smem']} B, "
+              f"{launch['registers']} registers ({launch['built_by']})")
+    for line in res.bridges + res.refusals + res.note_lines():
+        print("  " + line)
+    if res.status not in ("match", "cannot-run"):
+        print(res.message)
+    elif res.status == "match" and not res.passed:
+        print("notes fail unless --allow-notes (each names a rule of the PTX ISA it breaks and the B200-run kernel "
+              "that breaks it too)")
+    if res.status == "cannot-run" and res.message and res.message != res.construct:
+        print("  " + " ".join(res.message.split())[:600])
+    if args.timing and res.timed:
+        for launch in res.timed["launches"]:
+            print(f"  launch {launch['launch']}: {launch['line']}")
+        print(f"timed: {res.timed['per_call_us']:.2f} us per call ({len(res.timed['launches'])} launch"
+              f"{'es' if len(res.timed['launches']) != 1 else ''}; a model of a B200, not a measurement)")
+        from calibration.timing import band_line, error_band
+
+        print("  " + band_line(error_band()) + (" (measured without these overrides)" if overrides else ""))
+    if args.json:
+        from dataclasses import asdict
+
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"label": "timed" if args.timing else "emulated", **asdict(res)},
+                                              indent=2, default=str))
     return res.exit_code
 
 
