@@ -513,8 +513,8 @@ class Setp:
 
 @family("cvt")
 class Cvt:
-    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, cvt.rn.f16.f32 and cvt.rn.f16x2.f32
-    (PTX ISA 9.7.9.21)."""
+    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, cvt.rn.f16.f32, cvt.rn.f16x2.f32 and
+    cvt{.ftz}.sat.f32.f32 (PTX ISA 9.7.9.21)."""
 
     @staticmethod
     def decode(ins):
@@ -527,6 +527,10 @@ class Cvt:
             return ("f2f",) + tuple(parts[-2:])
         if len(parts) == 2 and parts[0] in _INT and parts[1] in _INT:
             return tuple(parts)
+        if tuple(parts) in (("sat", "f32", "f32"), ("ftz", "sat", "f32", "f32")):
+            # cvt{.ftz}.sat.f32.f32: clamp to [0.0, 1.0], NaN -> +0.0 (PTX ISA 9.7.9.21 "cvt", saturation modifier);
+            # .ftz flushes a subnormal input to a zero of its sign, which the clamp then makes +0.0 or keeps -0.0
+            return ("sat", "ftz" in parts)
         if len(parts) == 3 and parts[0] == "rn" and parts[1] in ("f16", "f32") and parts[2] in _INT \
                 and type_bits(parts[2]) <= 32:
             # integer -> float (PTX ISA 9.7.9.21 "cvt": cvt.frnd.dtype.atype, an integer-to-float conversion takes a
@@ -550,6 +554,13 @@ class Cvt:
             with np.errstate(over="ignore", invalid="ignore"):
                 r = w.read(a, sty, ex).astype(np.float16 if dty == "f16" else np.float32)
             w.write(d, _canon_nan(r), dty, m)  # NaN -> 0x7FFF, as cvt.rn.f16x2.f32 gives on an H200 (assumed alike)
+            return
+        if ins.info[0] == "sat":
+            d, a = ins.operands
+            v = w.read(a, "f32", ex)
+            if ins.info[1]:
+                v = np.where(np.abs(v) < np.float32(1.17549435e-38), np.copysign(np.float32(0), v), v)
+            w.write(d, np.where(np.isnan(v), np.float32(0), np.clip(v, np.float32(0), np.float32(1))), "f32", m)
             return
         if ins.info[0] == "i2f":
             _, fty, ity = ins.info

@@ -310,3 +310,20 @@ def test_cvt_rn_f16_s32_rounds_to_nearest_even():
 def test_cvt_rn_f16_s32_beyond_f16_range_is_unsupported():
     with pytest.raises(Unsupported, match="f16's finite range"):
         _run_cvt([65520])
+
+
+@pytest.mark.parametrize("ftz", ["", ".ftz"])
+def test_cvt_sat_f32_clamps_to_the_unit_interval(ftz):
+    """cvt{.ftz}.sat.f32.f32 (CuTe DSL 4.8.1's exp clamps with it): [0.0, 1.0], NaN -> +0.0; .ftz flushes a
+    subnormal first (PTX ISA 9.7.9.21)."""
+    x = np.array([-2.0, -0.0, 0.25, 1.0, 7.5, np.inf, -np.inf, np.nan, 1e-40] + [0.5] * 23, np.float32)
+    out, _ = run_ptx(kernel(STORE_TID + f"""
+    ld.global.f32 %f1, [%rd8];
+    cvt{ftz}.sat.f32.f32 %f2, %f1;
+    st.global.f32 [%rd3], %f2;
+    ret;
+"""), [x])
+    got = out.view(np.float32)[:9]
+    assert list(got[:8]) == [0.0, 0.0, 0.25, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert np.signbit(got[7]) == np.False_  # NaN -> +0.0
+    assert got[8] == (0.0 if ftz else np.float32(1e-40))
