@@ -42,6 +42,21 @@ FIT_GRID = {"l2_to_sm_bytes_per_clk": (32, 48, 64, 80, 96, 128, 160, 192)}
 KEY_STEPS = (("v1", "v1b"), ("v1b", "v1c"), ("v1g", "v2"))  # the issue's key dual-GEMM steps
 
 
+def judged_value(point: dict) -> float:
+    """The figure a point is judged on (issue 31 item 3): its published mean (mean_us, the leaderboard's ⏱ or an
+    author's own mean) where one is published, else the one figure its author published (measured_us, of the statistic
+    its record names: best ⚡ or unknown)."""
+    return point["mean_us"] if point.get("mean_us") is not None else point["measured_us"]
+
+
+def spread(point: dict) -> tuple:
+    """The point's published spread: (fastest, slowest repeat) where both are published (best_us, worst_us), else its
+    judged value twice (nothing published around it)."""
+    if point.get("best_us") is not None and point.get("worst_us") is not None:
+        return point["best_us"], point["worst_us"]
+    return judged_value(point), judged_value(point)
+
+
 def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Path | None = None) -> dict:
     """The points file, with each point's place in its family's version log ("order") and only the points that are
     used (a version whose output its author calls invalid, or whose source is not public, is recorded, not used);
@@ -49,7 +64,8 @@ def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Pat
     adds, held out. Every point gets its author ("gau-nernst" for the points file's). With `second`
     (calibration/heldout2.json) the points file's novus677_points it declares come too, split "holdout2" (neither
     "fit" nor "holdout": the fit and heldout.json's judgement do not see them), ordered before heldout.json's kernel 9
-    (the end of their version series); data["heldout2"] is the declaration."""
+    (the end of their version series); data["heldout2"] is the declaration. Every point is judged on judged_value(),
+    which "measured_us" holds from here on."""
     data = json.loads(Path(path).read_text())
     data["points"] = [dict(p, order=i, author=p.get("author", "gau-nernst")) for i, p in enumerate(data["points"])
                       if p.get("use", True) and p.get("runnable", True)]
@@ -65,6 +81,7 @@ def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Pat
         start = len(data["points"])
         data["points"] += [dict(p, order=start + i, split="holdout") for i, p in enumerate(declared["new_points"])]
         data["heldout"] = declared
+    data["points"] = [dict(p, measured_us=judged_value(p)) for p in data["points"]]
     return data
 
 
@@ -238,6 +255,36 @@ def summarize(rows: list, declared: dict | None = None) -> dict:
     return out
 
 
+def _below(timed, no_change) -> bool:
+    """A delta-RMS target: the timed RMS below no change's (False where either is missing: no deltas timed)."""
+    return timed is not None and no_change is not None and timed < no_change
+
+
+def _in_order(by_id: dict, pairs: list, key: str) -> dict:
+    """How many of the listed pairs (both timed) are timed in their measured order."""
+    judged = [(a, b) for a, b in pairs if by_id.get(a, {}).get(key) and by_id.get(b, {}).get(key)]
+    right = sum((by_id[a]["measured_us"] < by_id[b]["measured_us"]) == (by_id[a][key] < by_id[b][key])
+                for a, b in judged)
+    return {"right": right, "of": len(judged)}
+
+
+def pairs_by_spread(rows: list, pairs: list, key: str = "timed_fitted_us") -> list:
+    """Each listed pair (both timed) with its measured order, whether the two points' published spreads overlap (rows'
+    spread_us: fastest..slowest repeat where published, else the judged value; an overlap means the published data
+    do not settle which is faster) and whether it is timed in the measured order (issue 31 item 3)."""
+    by_id = {r["id"]: r for r in rows}
+    out = []
+    for a, b in pairs:
+        ra, rb = by_id.get(a, {}), by_id.get(b, {})
+        if not (ra.get(key) and rb.get(key)):
+            continue
+        (la, ha), (lb, hb) = (r.get("spread_us") or (r["measured_us"],) * 2 for r in (ra, rb))
+        out.append({"pair": [a, b], "measured": [ra["measured_us"], rb["measured_us"]], "timed": [ra[key], rb[key]],
+                    "inside_spread": not (ha < lb or hb < la),
+                    "in_order": (ra["measured_us"] < rb["measured_us"]) == (ra[key] < rb[key])})
+    return out
+
+
 def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
     """The metrics calibration/heldout.json declares, on its points only, each against its target: absolute error
     (median, max; all and per M), signed bias per M (mean, median beside), the order of the listed cross-author pairs,
@@ -254,13 +301,8 @@ def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> d
                               "median": round(statistics.median(err[r["id"]] for r in rs), 4)} if rs else {}
                           for g, rs in groups.items() if g != "all"}
 
-    def in_order(pairs):
-        judged = [(a, b) for a, b in pairs if a in err and b in err]
-        right = sum((by_id[a]["measured_us"] < by_id[b]["measured_us"]) == (by_id[a][key] < by_id[b][key])
-                    for a, b in judged)
-        return {"right": right, "of": len(judged)}
-
-    out["pair_order"], out["pair_order_final"] = in_order(declared["pairs"]), in_order(declared["pairs_final"])
+    out["pair_order"], out["pair_order_final"] = (_in_order(by_id, declared["pairs"], key),
+                                                  _in_order(by_id, declared["pairs_final"], key))
     ds = [d for d in deltas(rows, key) if d["held_out"]]
     dual = [d for d in ds if d["family"] == "dual"]
     out["dual_delta_rms"] = {"timed": _stats([d["error"] for d in dual]).get("rms"),
@@ -276,7 +318,7 @@ def judge_heldout(rows: list, declared: dict, key: str = "timed_fitted_us") -> d
         "signed_bias_each_M": all(abs(b["mean"]) <= t["signed_bias_abs_max_each_M"]
                                   for b in out["signed_bias"].values() if b),
         "pair_order": out["pair_order"]["right"] == out["pair_order"]["of"],
-        "dual_delta_rms": (out["dual_delta_rms"]["timed"] or 1) < (out["dual_delta_rms"]["no_change"] or 0)}
+        "dual_delta_rms": _below(out["dual_delta_rms"]["timed"], out["dual_delta_rms"]["no_change"])}
     return out
 
 
@@ -316,7 +358,7 @@ def judge_set(rows: list, declared: dict, key: str = "timed_fitted_us") -> dict:
         "abs_error_max": out["abs_error"]["all"].get("max", 1) <= t["abs_error_max_max"],
         "signed_bias_each_M": all(abs(b["mean"]) <= t["signed_bias_abs_max_each_M"]
                                   for b in out["signed_bias"].values() if b),
-        "delta_rms": (out["delta_rms"]["timed"] or 1) < (out["delta_rms"]["no_change"] or 0)}
+        "delta_rms": _below(out["delta_rms"]["timed"], out["delta_rms"]["no_change"])}
     return out
 
 
@@ -411,7 +453,8 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
                      "timed_prior_us": prior.get(p["id"], empty)["timed_us"],
                      "timed_fitted_us": fitted[p["id"]]["timed_us"],
                      "model_us": model.get(p["id"]), "status": fitted[p["id"]]["status"],
-                     "binds": fitted[p["id"]]["binds"]})
+                     "binds": fitted[p["id"]]["binds"], "statistic": p.get("statistic", "unknown"),
+                     "spread_us": list(spread(p))})
     summary = summarize(rows, None if point_set else data.get("heldout"))
     if point_set:
         for key in ("timed_prior_us", "timed_fitted_us"):
@@ -422,6 +465,8 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
               "split": data.get("split", {}), "point_set": point_set, "switches": switches,
               "fitted_overrides": fitted_overrides,
               "fit_trials": trials, "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
+    if not point_set:  # heldout.json's pairs against the points' published spread (issue 31 item 3)
+        result["pairs_by_spread"] = pairs_by_spread(rows, data["heldout"]["pairs"])
     write_report(result, *(report or ()))
     return result
 
@@ -514,6 +559,18 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
         lines += ["", heldout_line(hf)]
         if hf["missing"]:
             lines.append(f"Not timed (no time or no source): {', '.join(hf['missing'])}.")
+    if result.get("pairs_by_spread"):
+        spread_pairs = result["pairs_by_spread"]
+        lines += ["", "### Its cross-author pairs and the published spread (issue 31 item 3)", "",
+                  f"{sum(x['inside_spread'] for x in spread_pairs)} of {len(spread_pairs)} pairs lie inside a published "
+                  "spread (the fastest..slowest repeats of the two points overlap: the published data do not settle "
+                  "their order); the pairs timed out of order or inside a spread:", "",
+                  "| pair | measured μs | timed μs (fitted) | in order | inside the spread |", "|---|---|---|---|---|"]
+        for x in spread_pairs:
+            if x["inside_spread"] or not x["in_order"]:
+                lines.append(f"| {x['pair'][0]} / {x['pair'][1]} | {x['measured'][0]} / {x['measured'][1]} | "
+                             f"{us(x['timed'][0])} / {us(x['timed'][1])} | {'yes' if x['in_order'] else 'no'} | "
+                             f"{'yes' if x['inside_spread'] else 'no'} |")
     if "heldout2:timed_fitted_us" in s:
         j = s["heldout2:timed_fitted_us"]
         lines += ["", "## The second declared set (calibration/heldout2.json, docs/timing_hypotheses.md section 8)", "",
