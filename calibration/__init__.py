@@ -15,7 +15,9 @@ Each module is one calibration family, runnable from the repository root as `pyt
   mufu           ex2/rcp/tanh .approx on a lent H100/H200 (fixture tests/data/mufu_<card>.npz), and SiLU forms on C
   launch_limits  whether a kernel's 1 KiB of cubin static shared memory counts against the opt-in maximum per block
                  (the launch stand-ins' rule) on a lent H100/H200
-  timing         the timed emulator against public B200 times (b200_points.json): the fit, the held-out report
+  timing         the timed emulator against public B200 times (b200_points.json): the fit, the held-out report,
+                 the later declared sets (heldout2.json; heldout3.json: teelaitila's six versions and
+                 NaregAmirianMegan's submission_ptx.py, run through issue 28's generic runner)
   ptx_launch     load a plain-PTX module with the CUDA driver and launch it (the MUFU and %globaltimer probes)
 Public sources are fetched by path at a pinned commit and never copied into this repository.
 Neither emu/ nor the harness imports this package.

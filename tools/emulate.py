@@ -116,9 +116,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-refit", action="store_true", help="with --calibration: prior table only, no fit")
     ap.add_argument("--no-prior", action="store_true",
                     help="with --calibration: skip the prior table's pass (a hypothesis run judges the fitted times)")
-    ap.add_argument("--set", default=None, choices=["heldout2"], dest="point_set",
+    ap.add_argument("--set", default=None, choices=["heldout2", "heldout3"], dest="point_set",
                     help="with --calibration: time only the fit points and this declared set's points "
-                         "(heldout2: calibration/heldout2.json, with the kernel-9 points its deltas end on)")
+                         "(heldout2: calibration/heldout2.json, with the kernel-9 points its deltas end on; heldout3: "
+                         "calibration/heldout3.json, with the first set's 512-row points its pairs name)")
     ap.add_argument("--report", default=None, metavar="PREFIX",
                     help="with --calibration: write PREFIX.json and PREFIX.md instead of docs/timing_calibration.* "
                          "(a hypothesis run: --cost NAME=VALUE sets its switches, docs/timing_hypotheses.md)")
@@ -145,6 +146,8 @@ def main(argv=None) -> int:
             print(judge.heldout_line(s["heldout:timed_fitted_us"]))
         if "heldout2:timed_fitted_us" in s:
             print(judge.set_line(s["heldout2:timed_fitted_us"]))
+        if "heldout3:timed_fitted_us" in s:
+            print(judge.set_line(s["heldout3:timed_fitted_us"], "third set"))
         return 0
     if args.shape is None:
         ap.error("--shape M,N,K[,L] is required")
