@@ -324,7 +324,7 @@ def install_load_inline(bridges: Bridges, loaded) -> None:
 
     import torch.utils.cpp_extension as ext
 
-    from .cuda_build import build_extension
+    from .cuda_build import UnsupportedHostCall, build_extension, missing_symbol
 
     def jit_compile(name, sources, extra_cflags, extra_cuda_cflags, extra_sycl_cflags, extra_ldflags,
                     extra_include_paths, build_directory, verbose, with_cuda, with_sycl, is_python_module,
@@ -335,6 +335,14 @@ def install_load_inline(bridges: Bridges, loaded) -> None:
         built = build_extension(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths,
                                 with_cuda, is_standalone)
         loaded(built)
+        try:  # the loader's own words (torch.ops.load_library hides them): a symbol the stand-ins do not provide
+            ctypes.CDLL(str(built.library))
+        except OSError as e:
+            symbol = missing_symbol(str(e))
+            if symbol is None:
+                raise
+            raise UnsupportedHostCall(f"the host code calls {symbol}, which the emulator's CUDA stand-ins do not "
+                                      f"provide", "", str(e)) from None
         if not is_python_module:
             torch.ops.load_library(str(built.library))
             return str(built.library)

@@ -553,7 +553,8 @@ class Worker:
 
         where = where_in(self.path, e)
         if isinstance(e, UnsupportedHostCall):
-            return self.cannot_run(e.construct, e.where or where, str(e))
+            symbol = missing_symbol(e.detail) or ""
+            return self.cannot_run(e.construct, e.where or find_in_file(self.path, symbol) or where, str(e))
         if isinstance(e, BuildError):
             first = next((line for line in e.output.splitlines() if "error" in line.lower()), e.output[-300:])
             return self.cannot_run(f"the CUDA extension does not build with nvcc for sm_100a: {first.strip()}", where,
