@@ -23,6 +23,13 @@ Exit 0 only if all pass.
 --problem nvfp4_gemm checks the single GEMM (leaderboard nvfp4_gemm) the same way: nvfp4_gemm/task.yml's shapes, its
 reference (nvfp4_gemm/reference.py, both generators), custom_kernel with the 7-tuple, GEMM_TUNE_SPACE for
 --configs all. The dual GEMM (nvfp4_dual_gemm) is the default.
+
+--submission FILE checks another leaderboard file (any author's, CuTe DSL or CUDA, unmodified): on a B200 the same
+cases through its custom_kernel; elsewhere the reference's self-check, then the file in the SM100 emulator
+(harness/runner.py, as tools/emulate.py --submission runs it) on every test case with both generators: its own
+launches, `--clusters N` of each launch (default 2; `all` for every cluster) checked where they stored, the strict
+generator under the default verdict, the leaderboard's under one schedule. --allow-notes passes a MATCH with notes
+(for code that is not this package's, as in tools/emulate.py). Exit 3 when the emulator cannot run the file.
 """
 from __future__ import annotations
 
@@ -359,6 +366,37 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
     return passed, failed
 
 
+def run_file_checks(path, task, problem: str, clusters, allow_notes: bool) -> tuple[int, int, bool]:
+    """Another leaderboard file in the SM100 emulator (harness.runner, one worker for every case): each test case with
+    both generators, strict data under the default verdict, the leaderboard's under LEADERBOARD_SCHEDULES; one line
+    per case, labelled emulated. (passed, failed, whether every failure was "cannot run")."""
+    from harness.runner import run_cases
+
+    cases = [((c["m"], c["n"], c["k"], c["l"]), mode, c["seed"], None if mode == "strict" else LEADERBOARD_SCHEDULES)
+             for c in task["tests"] for mode in reference.MODES]
+    print(f"emulator: {Path(path).name} on {len(cases)} cases (its own launches; {clusters} cluster(s) of each launch)",
+          flush=True)
+
+    def progress(line):
+        if line.startswith("case "):
+            print(f"....  {line}", flush=True)
+
+    results = run_cases(path, cases, problem, clusters=clusters, allow_notes=allow_notes, progress=progress)
+    passed = failed = 0
+    for res in results:
+        ok = res.passed
+        print(f"{'PASS' if ok else 'FAIL'}  {res.summary()}", flush=True)
+        for line in res.note_lines():
+            print("      " + line)
+        if res.status not in ("match", "cannot-run"):
+            print("      " + _first_line(res.message))
+        passed += ok
+        failed += not ok
+    for line in results[0].bridges if results else []:
+        print("      " + line)
+    return passed, failed, all(r.passed or r.exit_code == 3 for r in results) and failed > 0
+
+
 def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
     """The config custom_kernel picks for each test and benchmark shape, each once."""
     import submission
@@ -371,6 +409,35 @@ def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
     return list(seen.values())
 
 
+def _is_this_package(path, problem: str) -> bool:
+    """Whether --submission names the file this script checks by default (the problem's submission.py)."""
+    own = REPO / ("nvfp4_gemm/submission.py" if problem == "nvfp4_gemm" else "submission.py")
+    return Path(path).resolve() == own.resolve()
+
+
+def check_file(args, task, ref, on_sm100: bool, where: str, start: float) -> int:
+    """--submission FILE: another leaderboard file, on a B200 through its custom_kernel, elsewhere in the emulator."""
+    import importlib.util
+
+    if on_sm100 and not args.offline:
+        print(f"device: {where}")
+        spec = importlib.util.spec_from_file_location("submission", args.submission)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+        passed, failed = run_gpu_checks(task, kernel=module.custom_kernel, ref=ref)
+        print(f"summary: {passed} passed, {failed} failed ({time.perf_counter() - start:.0f} s)")
+        return 0 if failed == 0 and passed > 0 else 1
+    print(f"{Path(args.submission).name} cannot run here: {where}. Running the offline checks instead.")
+    passed, failed = reference_self_check(ref=ref)
+    clusters = args.clusters if args.clusters == "all" else int(args.clusters)
+    p, f, cannot = run_file_checks(args.submission, task, args.problem, clusters, args.allow_notes)
+    passed, failed = passed + p, failed + f
+    print(f"summary: {passed} passed, {failed} failed (reference and emulated checks; "
+          f"{time.perf_counter() - start:.0f} s)")
+    return 0 if failed == 0 else (3 if cannot else 1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", choices=("nvfp4_dual_gemm", "nvfp4_gemm"), default="nvfp4_dual_gemm",
@@ -378,6 +445,13 @@ def main(argv=None) -> int:
                              "nvfp4_gemm/task.yml and reference)")
     parser.add_argument("--task", default=None, help="task file with the shapes (default: the problem's task.yml)")
     parser.add_argument("--offline", action="store_true", help="run the offline checks even on an SM100 GPU")
+    parser.add_argument("--submission", default=None,
+                        help="another leaderboard file to check (any author's, unmodified; default: this package's "
+                             "submission.py): on a B200 its custom_kernel, elsewhere the SM100 emulator")
+    parser.add_argument("--clusters", default="2",
+                        help="with --submission off a B200: clusters emulated per launch (N, or 'all')")
+    parser.add_argument("--allow-notes", action="store_true",
+                        help="with --submission: a MATCH with notes passes (for code that is not this package's)")
     parser.add_argument("--configs", choices=("default", "all"), default="default",
                         help="default: custom_kernel as submitted; all: also every TUNE_SPACE config on every test "
                              "shape it can implement (after a kernel change; the tuner covers benchmark shapes)")
@@ -387,6 +461,8 @@ def main(argv=None) -> int:
     ref = load_reference(args.problem)
     on_sm100, where = sm100_status()
     start = time.perf_counter()
+    if args.submission is not None and not _is_this_package(args.submission, args.problem):
+        return check_file(args, task, ref, on_sm100, where, start)
     if on_sm100 and not args.offline:
         print(f"device: {where}")
         gemm = {} if args.problem == "nvfp4_dual_gemm" else {"ref": ref}  # (the dual GEMM's calls keep their form)

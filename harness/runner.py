@@ -139,17 +139,20 @@ def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedul
               clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
               prior_costs: bool = False, full_grid: bool = False, trace: str | None = None,
               progress=None) -> list[RunnerResult]:
-    """Run the file at `submission` on each case ((m, n, k, l), mode, input seed) in one fresh worker process (the
-    file is imported and compiled once); a result per case, in order. schedules: as
-    harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed. clusters: "all"
-    or N, a seeded choice of N clusters of each launch (the output is then checked where they stored)."""
+    """Run the file at `submission` on each case ((m, n, k, l), mode, input seed[, schedules]) in one fresh worker
+    process (the file is imported and compiled once); a result per case, in order. schedules (a case's own, else this
+    one): as harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed.
+    clusters: "all" or N, a seeded choice of N clusters of each launch (the output is then checked where they
+    stored)."""
     from .verdict import schedules_for
 
-    plan = [s.name for s in schedules_for(schedules, sched_seed)][:1 if timing else None]
+    def plan(which):
+        return [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
     with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
         job = {"submission": str(Path(submission).resolve()), "problem": problem,
-               "cases": [{"shape": list(shape), "mode": mode, "input_seed": seed} for shape, mode, seed in cases],
-               "schedules": plan, "clusters": clusters, "allow_notes": allow_notes, "timing": timing,
+               "cases": [{"shape": list(case[0]), "mode": case[1], "input_seed": case[2],
+                          "schedules": plan(case[3] if len(case) > 3 else schedules)} for case in cases],
+               "clusters": clusters, "allow_notes": allow_notes, "timing": timing,
                "costs": costs or {}, "prior_costs": prior_costs, "full_grid": full_grid, "trace": trace,
                "out": str(Path(tmp) / "results.json")}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
@@ -167,7 +170,7 @@ def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedul
             results = [RunnerResult("cannot-run", str(submission), problem, tuple(shape), mode,
                                     construct=f"the worker process ended with exit status {rc} before its verdict "
                                               f"(a crash in the file's host code?)", message=printed[-2000:])
-                       for shape, mode, _ in cases]
+                       for shape, mode, *_ in cases]
         for r in results:
             r.output = printed[-6000:]
         return results
@@ -445,7 +448,7 @@ class Worker:
         m, n, k, l = self.case["shape"]
         say(f"case {m}x{n}x{k}x{l} {self.case['mode']}")
         try:
-            for schedule in schedules_for(self.job["schedules"]):
+            for schedule in schedules_for(self.case["schedules"]):
                 if not self.one_call(module, schedule):
                     break
         except Exception as e:  # noqa: BLE001

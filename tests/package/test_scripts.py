@@ -71,6 +71,25 @@ def test_correctness_no_gpu_path_passes():
     assert proc.stdout.rstrip().splitlines()[-1].startswith(f"summary: {9 + len(emulated)} passed, 0 failed")
 
 
+def test_correctness_checks_another_file_in_the_emulator(tmp_path):
+    """--submission FILE off a B200: the reference's self-check, then the file through harness.runner on each test case
+    with both generators (one small case here), two clusters of each launch, lines labelled emulated; a copy with a
+    planted bug fails with exit 1."""
+    task = tmp_path / "task.yml"
+    task.write_text("tests:\n  - {m: 256, n: 256, k: 256, l: 1, seed: 1111}\n"
+                    "benchmarks:\n  - {m: 256, n: 256, k: 256, l: 1, seed: 1111, sol_us: 1.0}\n")  # (on a B200 only)
+    good = REPO / "tests" / "harness" / "submissions" / "dsl_epilogue.py"
+    proc = run_script(["test_correctness.py", "--submission", str(good), "--task", str(task)])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("PASS  emulated MATCH: dsl_epilogue.py 256x256x256x1") == 2 and "2/512 clusters" in out
+    assert "6 schedules" in out and "1 schedule," in out and "FAIL" not in out
+    bad = tmp_path / "dsl_epilogue.py"
+    bad.write_text(good.read_text().replace("* y).to(cutlass.Float16)", "+ y).to(cutlass.Float16)"))
+    proc = run_script(["test_correctness.py", "--submission", str(bad), "--task", str(task)])
+    assert proc.returncode == 1 and "FAIL  emulated MISMATCH" in proc.stdout, proc.stdout[-3000:]
+
+
 def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, capsys):
     """--configs all hands every TUNE_SPACE config to the emulated checks (which run per config: the test below)."""
     handed = []
