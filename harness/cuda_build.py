@@ -8,8 +8,10 @@ replaces only that last step, torch's _jit_compile, by build_extension here:
 - nvcc is the pinned wheel's (nvidia-cuda-nvcc, with nvidia-cuda-cccl's headers), CUDA_HOME its root; every .cu is
   compiled with `--keep`, so the PTX nvcc made on the way to the file's own -gencode target is kept: the emulator runs
   that PTX (it is the same compile as the cubin, flags and all);
+- CUDA library headers torch's ATen/cuda headers include (cuBLAS, cuSPARSE, cuSOLVER) come from harness/cuda_shims
+  where no real ones are found (their README says what is declared and why);
 - the link takes the CUDA runtime and driver from the emulator's stand-ins (harness/host.py cuda_standin_dir:
-  libcudart, libcuda, libcublas and libcublasLt name libemu_cuda.so) and leaves out torch's CUDA libraries, which a
+  every library of CUDA_STANDIN_LIBRARIES names libemu_cuda.so) and leaves out torch's CUDA libraries, which a
   CPU build of torch does not have (-lc10_cuda -ltorch_cuda).
 Builds are cached by content (sources, flags, compiler, stand-ins) under harness.host.cache_root()/cuda_ext, so a
 second run of the same file imports the module it built before. A symbol the stand-ins do not provide fails at
@@ -29,9 +31,7 @@ from pathlib import Path
 
 from .host import cache_root, cuda_standin_dir, stubs_id
 
-# Libraries a CUDA extension may link that the stand-ins take the place of (every one names libemu_cuda.so); a call
-# of a function none of them defines fails at import, naming it.
-STANDIN_LIBRARIES = ("cudart", "cuda", "cublas", "cublasLt")
+SHIMS = Path(__file__).resolve().parent / "cuda_shims"  # library headers torch's ATen/cuda headers include (README)
 TORCH_CUDA_LIBRARIES = ("-lc10_cuda", "-ltorch_cuda")  # not in a CPU build of torch: the stand-ins cover what they do
 
 
@@ -171,8 +171,9 @@ def build_extension(name: str, sources: list[str], extra_cflags=None, extra_cuda
     flags = torch_flags(name, [Path(s).name for s in sources], extra_cflags, extra_cuda_cflags, extra_ldflags,
                         extra_include_paths, with_cuda, is_standalone)
     cxx = os.environ.get("CXX", "c++")
+    shims = [hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(SHIMS.glob("*.h"))]
     key = hashlib.sha256(json.dumps([[hashlib.sha256(c).hexdigest() for c in contents], flags, str(nvcc), cxx,
-                                     stubs_id(), nvcc_version(nvcc)]).encode()).hexdigest()[:20]
+                                     stubs_id(), nvcc_version(nvcc), shims]).encode()).hexdigest()[:20]
     folder = cache_root() / "cuda_ext" / f"{name}-{key}"
     ext = Extension(name, folder / flags["target"], folder, compiler=f"nvcc {nvcc_version(nvcc)}")
     if not (folder / "done.json").exists():
@@ -182,14 +183,18 @@ def build_extension(name: str, sources: list[str], extra_cflags=None, extra_cuda
         for src, data in zip(sources, contents):
             (tmp / Path(src).name).write_bytes(data)
         log = []
-        cuda_include = " ".join(f"-isystem {shlex.quote(str(d))}" for d in include_dirs(nvcc)[1:])
+        # after torch's own include dirs: the CCCL headers where they are apart, then the library-header shims; and
+        # c10/cuda's generated configuration header, which a CPU build of torch does not ship, skipped as torch's
+        # own ROCm build skips it (c10/cuda/CUDAMacros.h: C10_CUDA_NO_CMAKE_CONFIGURE_FILE)
+        cuda_include = " ".join(f"-isystem {shlex.quote(str(d))}" for d in [*include_dirs(nvcc)[1:], SHIMS])
+        cuda_include += " -DC10_CUDA_NO_CMAKE_CONFIGURE_FILE"
         for src, obj in zip(sources, flags["objects"]):
             src = Path(src).name
             if src.endswith((".cu", ".cuh")):
                 cmd = (f"{shlex.quote(str(nvcc))} {' '.join(flags['cuda_cflags'])} {cuda_include} --keep "
                        f"--keep-dir keep -c {src} -o {obj}")
             else:
-                cmd = f"{cxx} {' '.join(flags['cflags'])} -c {src} -o {obj}"
+                cmd = f"{cxx} {' '.join(flags['cflags'])} {cuda_include} -c {src} -o {obj}"
             _run(cmd, tmp, log)
         _run(f"{cxx} {' '.join(flags['objects'])} {' '.join(emulator_ldflags(flags['ldflags']))} -o {flags['target']}",
              tmp, log)

@@ -85,14 +85,18 @@ def build_library(art: Path) -> Path:
 
 
 CUDA_STANDIN_SONAME = "libemu_cuda.so"
+# Libraries a CUDA extension links (-l<name>) that the stand-ins take the place of: every one names libemu_cuda.so; a
+# call of a function none of them defines fails at load, naming it (harness/runner.py).
+CUDA_STANDIN_LIBRARIES = ("cudart", "cuda", "cublas", "cublasLt")
 
 
 def cuda_standin_dir() -> Path:
-    """A folder holding the stand-ins alone as libemu_cuda.so, with libcudart.so and libcuda.so naming the same file:
-    a CUDA extension linked with -L<folder> -lcudart -lcuda needs libemu_cuda.so at load time (its SONAME)."""
+    """A folder holding the stand-ins alone as libemu_cuda.so, with lib<name>.so of CUDA_STANDIN_LIBRARIES naming the
+    same file: a CUDA extension linked with -L<folder> -lcudart -lcuda needs libemu_cuda.so at load time (its
+    SONAME)."""
     d = cache_root() / f"cuda_standins-{stubs_id()}"
     _link(d / CUDA_STANDIN_SONAME, [], [f"-Wl,-soname,{CUDA_STANDIN_SONAME}"])
-    for alias in ("libcudart.so", "libcuda.so"):
+    for alias in (f"lib{name}.so" for name in CUDA_STANDIN_LIBRARIES):
         if not (d / alias).exists():
             tmp = d / f"{alias}.{os.getpid()}.tmp"
             tmp.unlink(missing_ok=True)
