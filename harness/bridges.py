@@ -22,10 +22,12 @@ import functools
 import os
 import sys
 import traceback
+from collections import Counter
 from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from emu.device import SM_COUNT
 
@@ -125,6 +127,22 @@ def _dlpack_on_cuda(capsule) -> None:
     offset = 32 if kind == b"dltensor_versioned" else 0
     ctypes.c_int32.from_address(base + offset + 8).value = _K_DL_CUDA  # DLTensor.device.device_type
     ctypes.c_int32.from_address(base + offset + 12).value = 0
+
+
+class DeviceWork(TorchDispatchMode):
+    """The torch operations a call of the file runs on its tensors (aten level, so those its C++ host code runs too):
+    on a B200 each is a kernel of its own, which the runner neither emulates as one nor times. Views and bare
+    allocations launch nothing and are not counted. `ops`: aten operator -> calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        if not func.is_view and not name.startswith(("aten.empty", "aten._local_scalar_dense", "aten.lift_fresh")):
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
 
 
 class B200Properties:

@@ -85,6 +85,8 @@ class RunnerResult:
     clusters_total: int = 0
     stats: dict = field(default_factory=dict)
     timed: dict = field(default_factory=dict)  # with timing: per_call_us, per launch lines
+    torch_work: dict = field(default_factory=dict)  # aten operator -> calls in the (last) call: kernels of their own on
+    # a B200, not emulated as such and not timed (harness.bridges.DeviceWork)
     allow_notes: bool = False
     seconds: float = 0.0
     output: str = ""  # what the file and its build printed (tail)
@@ -322,8 +324,9 @@ class Worker:
         """A launch the file's host code just made: run it (or, after a failed one, record it only), with torch as it
         is (the file's calls run under harness.bridges.TorchAsCuda)."""
         import torch
+        from torch.utils._python_dispatch import _disable_current_modes
 
-        with torch._C.DisableTorchFunction():
+        with torch._C.DisableTorchFunction(), _disable_current_modes():
             self.run_launch(cap)
 
     def run_launch(self, cap) -> None:
@@ -463,7 +466,7 @@ class Worker:
         """One call of custom_kernel under `schedule`, checked; whether the verdict goes on."""
         import torch
 
-        from .bridges import DeviceBridge
+        from .bridges import DeviceBridge, DeviceWork
 
         t1 = time.time()
         reference = self.problem.reference()
@@ -473,9 +476,11 @@ class Worker:
         c.fill_(float("nan"))
         say(f"schedule {schedule.name}: custom_kernel")
         self.begin_call(schedule, c.data_ptr())
-        with DeviceBridge(self.bridges):
+        work = DeviceWork()
+        with DeviceBridge(self.bridges), work:
             out = module.custom_kernel(data)
         call = self.call
+        self.result.torch_work = dict(work.ops)
         for s in self.standins:
             if s.errors:
                 raise RuntimeError(s.errors[0])

@@ -235,6 +235,9 @@ def _generic(args) -> int:
             print(f"  launch {launch['launch']}: {launch['line']}")
         print(f"timed: {res.timed['per_call_us']:.2f} us per call ({len(res.timed['launches'])} launch"
               f"{'es' if len(res.timed['launches']) != 1 else ''}; a model of a B200, not a measurement)")
+        if res.torch_work:
+            ops = ", ".join(f"{name} x{n}" for name, n in sorted(res.torch_work.items()))
+            print(f"  not in that figure: the call's torch work ({ops}), kernels of their own on a B200")
         from calibration.timing import band_line, error_band
 
         print("  " + band_line(error_band()) + (" (measured without these overrides)" if overrides else ""))
