@@ -2,6 +2,8 @@
 
     python tools/emulate.py --timing --calibration --sources DIR [--jobs N] [--refit]
 
+DIR: the public sources folder (calibration/public.py: each point's file, run unmodified through harness.runner).
+
 Points: calibration/b200_points.json (gau-nernst's nvfp4_dual_gemm and nvfp4_gemm version logs: per version and
 shape the B200 leaderboard time, the design read from that version's source, and the split). The split was decided
 and written into that file before any timed run (docs/design.md "Timed emulator"): fit = nvfp4_gemm v0, v3b, v4; every
@@ -95,65 +97,21 @@ def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Pat
     return data
 
 
-def prepare_point(point: dict, sources: str):
-    """The kernel of a point, ready to time: .launches, .gmem, .check(gmem, machine). gau-nernst's versions from
-    `sources` (calibration.gau); arseni_ivanov's and novus677's from their own runners' source folders."""
-    if point["author"] not in ("gau-nernst", "arseni_ivanov", "novus677"):
-        raise NotImplementedError(f"{point['id']}: {point['author']}'s submission runs through the generic submission "
-                                  "runner (issue 28), which this module does not call yet")
-    if point["author"] == "arseni_ivanov":
-        from calibration import arseni
-
-        source, why = arseni.find_source()
-        if source is None:
-            raise FileNotFoundError(why)
-        return arseni.prepare(source, tuple(point["shape"][:3]))
-    if point["author"] == "novus677":
-        from calibration import novus
-
-        shape = tuple(point["shape"][:3])
-        if point.get("kernel", 9) != 9:  # kernels 1-8 from their commits (calibration/novus_versions.py)
-            from calibration import novus_versions
-
-            where, why = novus_versions.find_source()
-            if where is None:
-                raise FileNotFoundError(why)
-            return novus.prepare(where, novus.version_config(point["kernel"], shape, where))
-        folder, why = novus.find_source()
-        if folder is None:
-            raise FileNotFoundError(why)
-        return novus.prepare(folder, novus.NovusConfig(point["id"], shape, novus.DISPATCH[shape], "his launch"))
-    from calibration import gau
-
-    return gau.prepare(point["id"], sources=sources)
-
-
-# ------------------------------------------------------------------ timing one point
 def time_point(point: dict, sources: str, overrides: dict | None = None) -> dict:
-    """Run one point's kernel(s) in the timed emulator; per call = the sum over its launches (each timed as one
-    leaderboard call, launch gap included). The point's C is checked on the clusters simulated."""
+    """Run one point's file unmodified through harness.runner in the timed emulator (calibration.public.run_point):
+    per call = the sum over its launches (each timed as one leaderboard call, launch gap included). The point's C is
+    checked on the clusters simulated ("unchecked" where their stores do not hold finished elements of C: a K slice
+    of a split, which the runner cannot tell from a wrong one)."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from emu.timing import costs as cost_table
-    from emu.timing.call import timed_run
+    from calibration.public import run_point
 
     t0 = time.time()
-    costs = cost_table.load(overrides=overrides)
-    prep = prepare_point(point, sources)
-    total, binds, status, message = 0.0, [], "completed", ""
-    machine = None
-    for cap in prep.launches:
-        timed = timed_run(cap, prep.gmem, costs)
-        if timed.status != "completed":
-            status, message = timed.status, timed.message
-            break
-        total += timed.per_call_us
-        binds.append(timed.binds)
-        machine = timed.machine
-    if status == "completed":
-        status, message, _ = prep.check(prep.gmem, machine)
-    return {"id": point["id"], "timed_us": round(total, 3), "status": status, "message": message[:300],
-            "binds": "; ".join(binds), "seconds": round(time.time() - t0, 1)}
+    res = run_point(point, sources, timing=True, costs=overrides)
+    launches = res.timed.get("launches", [])
+    return {"id": point["id"], "timed_us": res.timed.get("per_call_us", 0.0), "status": res.status,
+            "message": (res.construct or res.message)[:300], "binds": "; ".join(x["binds"] for x in launches),
+            "seconds": round(time.time() - t0, 1)}
 
 
 def time_points(points: list, sources: str, overrides: dict | None = None, jobs: int = 1, progress=None) -> dict:

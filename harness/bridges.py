@@ -19,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import enum
 import functools
+import math
+import mmap
 import os
 import sys
 import traceback
@@ -41,6 +43,9 @@ BRIDGES = {
     "load-inline": "torch's load_inline builds the extension with the nvcc wheel against the CUDA stand-ins, keeping "
                    "its PTX (harness/cuda_build.py); torch's CUDA libraries are not linked",
     "dsl-hardware-info": "cutlass.utils.HardwareInfo answers with the B200's counts (it asks the driver otherwise)",
+    "lazy-device-memory": "a device tensor of torch.zeros / torch.empty larger than LAZY_BYTES (a B200 has 192 GB, "
+                          "this machine far less) is anonymous memory committed only where touched, zeros until "
+                          "written; the emulator's global memory holds the views of it the file uses, not all of it",
     "dsl-4.3-int-tuple": "DSL 4.3 passed a tuple of Python ints to cute.compile as dynamic Int32 values; 4.8 bakes them "
                          "in as constants: the runner hands cute.compile Int32 values",
     "dsl-4.3-mark-compact-shape-dynamic": "DSL 4.3's Tensor.mark_compact_shape_dynamic on a compile-time tensor did "
@@ -75,7 +80,11 @@ def where_in(path: Path, exc: BaseException | None = None) -> str:
 
 # ----------------------------------------------------------------------------- the device
 CUDA0 = torch.device("cuda", 0)
+LAZY_BYTES = 4 << 30  # device allocations from this size up are lazily committed (lazy-device-memory)
+LAZY_FACTORIES = ("zeros", "empty")  # their memory is zero until written, which fresh anonymous pages are
 _TENSOR_GETTERS = {"device": CUDA0, "is_cuda": True, "is_cpu": False}
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value where the mmap module does not name it
+LAZY_STORAGES: set = set()  # data pointers of the storages lazy-device-memory made (harness.runner.host_regions)
 _K_DL_CUDA = 2
 
 
@@ -104,6 +113,9 @@ class TorchAsCuda(TorchFunctionMode):
         if "device" in kwargs and _cpu(kwargs["device"]) is not kwargs["device"]:
             self.bridges.use("torch-as-cuda", f"device={kwargs['device']!r}")
             kwargs["device"] = _cpu(kwargs["device"])
+            lazy = self.lazy_tensor(func, args, kwargs)
+            if lazy is not None:
+                return lazy
         if func in (torch.Tensor.cuda,):
             return args[0]
         if func in (torch.Tensor.to,):
@@ -114,6 +126,25 @@ class TorchAsCuda(TorchFunctionMode):
         if func is torch.Tensor.__dlpack__:
             _dlpack_on_cuda(out)
         return out
+
+
+    def lazy_tensor(self, func, args, kwargs):
+        """torch.zeros / torch.empty of a device tensor of LAZY_BYTES or more: anonymous memory committed only where
+        touched (lazy-device-memory), or None for any other call."""
+        if getattr(func, "__name__", "") not in LAZY_FACTORIES or not args:
+            return None
+        size = tuple(args[0]) if isinstance(args[0], (tuple, list, torch.Size)) else tuple(args)
+        if not all(isinstance(x, int) for x in size) or set(kwargs) - {"device", "dtype", "requires_grad"}:
+            return None
+        dtype = kwargs.get("dtype") or torch.get_default_dtype()
+        nbytes = math.prod(size) * torch.empty(0, dtype=dtype).element_size()
+        if nbytes < LAZY_BYTES:
+            return None
+        self.bridges.use("lazy-device-memory", f"torch.{func.__name__}{size} of {dtype}: {nbytes / 1e9:.1f} GB")
+        memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+        tensor = torch.frombuffer(memory, dtype=dtype).view(size)  # the tensor keeps the mapping alive
+        LAZY_STORAGES.add(tensor.untyped_storage().data_ptr())
+        return tensor
 
 
 def _dlpack_on_cuda(capsule) -> None:
