@@ -17,8 +17,13 @@ them. Tests and tools skip a point whose file is absent, with that reason.
     python -m calibration.public sources [--from-clone OWNER/NAME=CLONE ...]
     python -m calibration.public run --points all|fit|holdout|holdout2|holdout3|ID,... [--shape M,N,K]
                                      [--modes leaderboard,strict] [--schedules N] [--timing]
+    python -m calibration.public table [--clusters N] [--skip-benchmarks]
 Without --shape a point runs at its benchmark shape (with --timing: the timed emulator, as calibration/timing.py
 times it); with --shape every selected point's file runs at that shape (functional verdict). One line per run.
+`table` runs every public file (the points' and calibration/public_files.json's) at its problem's smallest test shape
+(every cluster, both input generators) and at each benchmark shape (--clusters N of each launch, the leaderboard's
+generator), functional verdicts only, and writes docs/public_files.md: which run unmodified, which need a named
+bridge, which fail and why.
 """
 from __future__ import annotations
 
@@ -33,6 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
+BREADTH = Path(__file__).with_name("public_files.json")  # public files that are not points (the table runs them)
+TABLE_MD = REPO / "docs" / "public_files.md"
+TABLE_JSON = REPO / "docs" / "public_files.json"
 DECLARED = {name: Path(__file__).with_name(f"{name}.json") for name in ("heldout", "heldout2", "heldout3")}
 DEFAULT_SOURCES = Path("/tmp/public_sources")
 ENV_VAR = "PUBLIC_SOURCES"
@@ -129,9 +137,98 @@ def select(points: list[dict], which: str) -> list[dict]:
     return picked
 
 
+# ----------------------------------------------------------------------------- every public file, at small and benchmark shapes
+def task_shapes(problem: str) -> tuple[tuple, list]:
+    """(the smallest test shape, the benchmark shapes) of the problem's task.yml."""
+    from utils import load_task, task_path
+
+    task = load_task(task_path(problem))
+    shape = lambda c: (c["m"], c["n"], c["k"], c["l"])  # noqa: E731
+    return min((shape(c) for c in task["tests"]), key=lambda s: s[0] * s[1] * s[2]), [shape(c) for c in task["benchmarks"]]
+
+
+def public_files() -> list[dict]:
+    """Every public file once: {file: PublicFile, problem, points: ids measured on it, published: ...}, the points'
+    files first (in the points' order), then public_files.json's."""
+    out = {}
+    for point in all_points():
+        f = file_of(point)
+        entry = out.setdefault(f, {"file": f, "problem": problem_of(point), "points": [], "author": point["author"]})
+        entry["points"].append(point["id"])
+    for b in json.loads(BREADTH.read_text())["files"]:
+        f = PublicFile(b["repo"], b["commit"], b["path"])
+        out.setdefault(f, {"file": f, "problem": b["problem"], "points": [], "author": b["repo"].split("/")[0],
+                           "published": b["published"]})
+    return list(out.values())
+
+
+def table(sources=None, clusters: int = 2, benchmarks: bool = True, progress=print) -> list[dict]:
+    """Run every public file (module docstring's `table`); a row per file with each run's verdict."""
+    from harness.runner import run_cases
+
+    rows = []
+    for entry in public_files():
+        f, problem = entry["file"], entry["problem"]
+        small, bench = task_shapes(problem)
+        path = f.local(sources_dir(sources))
+        row = {"repo": f.repo, "commit": f.commit, "path": f.path, "problem": problem, "author": entry["author"],
+               "points": entry["points"], "runs": []}
+        rows.append(row)
+        if not path.is_file():
+            row["absent"] = str(path)
+            progress(f"{f.repo}@{f.commit[:8]} {f.path}: absent ({path})")
+            continue
+        plans = [((small, mode, 1111, 1), "all") for mode in ("leaderboard", "strict")]
+        plans += [((shape, "leaderboard", 1111, 1), clusters) for shape in (bench if benchmarks else [])]
+        for which in ("all", clusters):
+            cases = [case for case, c in plans if c == which]
+            if not cases:
+                continue
+            for res in run_cases(path, cases, problem, clusters=which, allow_notes=True):
+                row["runs"].append({"shape": list(res.shape), "mode": res.mode, "clusters": which,
+                                    "status": res.status, "verdict": res.verdict, "construct": res.construct,
+                                    "where": res.where, "message": " ".join(res.message.split())[:300],
+                                    "notes": sorted({n["rule"] for n in res.notes}),
+                                    "bridges": [b.split(":")[0].removeprefix("bridge ") for b in res.bridges],
+                                    "launches": len(res.launches), "seconds": round(res.seconds, 1)})
+                progress(f"{f.repo}@{f.commit[:8]} {f.path} {res.summary()}")
+    return rows
+
+
+def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON) -> None:
+    """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why."""
+    js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
+    lines = ["# Public leaderboard files in the emulator", "",
+             "Every public file the package knows (the calibration points' files and calibration/public_files.json's), "
+             "run unmodified through harness/runner.py by `python -m calibration.public table`: at its problem's "
+             "smallest test shape (every cluster, both input generators) and at each benchmark shape (two clusters of "
+             "each launch, the leaderboard's generator). Every verdict is **emulated** (what the file's PTX computes "
+             "in this package's SM100 emulator), nothing about speed. `bridges`: the runner's named changes the file "
+             "needed (harness/bridges.py says why each exists; `dsl-export`, `load-inline` and `torch-as-cuda` are "
+             "how every file of its kind runs); `notes`: ISA rules the file breaks that a B200-run kernel breaks too "
+             "(harness/runner.py's verdict allows them for code that is not this package's).", "",
+             "| file | problem | points | small shape | benchmark shapes | bridges | notes | why not |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        name = f"[{r['repo']}@{r['commit'][:8]} `{r['path']}`](https://github.com/{r['repo']}/blob/{r['commit']}/{r['path']})"
+        if "absent" in r:
+            lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | not run: source absent | | | | |")
+            continue
+        small = [x for x in r["runs"] if x["clusters"] == "all"]
+        bench = [x for x in r["runs"] if x["clusters"] != "all"]
+        verdict = lambda runs: ", ".join(sorted({x["verdict"].split(" (")[0] for x in runs})) or "-"  # noqa: E731
+        bridges = sorted({b for x in r["runs"] for b in x["bridges"]})
+        notes = sorted({n for x in r["runs"] for n in x["notes"]})
+        why = "; ".join(sorted({(x["construct"] or x["message"])[:160] + (f" ({x['where']})" if x["where"] else "")
+                                for x in r["runs"] if x["status"] not in ("match",)}))
+        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {verdict(small)} | {verdict(bench)} | "
+                     f"{', '.join(bridges)} | {', '.join(notes)} | {why} |")
+    md.write_text("\n".join(lines) + "\n")
+
+
 # ----------------------------------------------------------------------------- the sources folder
-def needed_files(points=None) -> list[PublicFile]:
-    return sorted({file_of(p) for p in (points or all_points())}, key=lambda f: (f.repo, f.commit, f.path))
+def needed_files() -> list[PublicFile]:
+    return sorted({e["file"] for e in public_files()}, key=lambda f: (f.repo, f.commit, f.path))
 
 
 def fill_from_clone(clone: Path, repo: str, sources: Path) -> list[str]:
@@ -153,7 +250,9 @@ def fill_from_clone(clone: Path, repo: str, sources: Path) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=("sources", "run"))
+    ap.add_argument("command", choices=("sources", "run", "table"))
+    ap.add_argument("--clusters", type=int, default=2, help="with table: clusters of each launch at benchmark shapes")
+    ap.add_argument("--skip-benchmarks", action="store_true", help="with table: the small shape only")
     ap.add_argument("--sources", default=None, help=f"the sources folder (default ${ENV_VAR} or {DEFAULT_SOURCES})")
     ap.add_argument("--from-clone", action="append", default=[], metavar="OWNER/NAME=CLONE",
                     help="with sources: fill the folder from a local clone of that repository")
@@ -176,6 +275,10 @@ def main(argv=None) -> int:
         return 0
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
+    if args.command == "table":
+        write_table(table(sources, args.clusters, not args.skip_benchmarks, lambda line: print(line, flush=True)))
+        print(f"wrote {TABLE_MD.relative_to(REPO)}")
+        return 0
     shape = tuple(int(x) for x in args.shape.split(",")) + (1,) if args.shape else None
     failed = 0
     done = set()

@@ -65,8 +65,9 @@ class LaunchRecord:
 @dataclass
 class RunnerResult:
     """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
-    implement a PTX form), "launch" (a B200 refuses a launch), "cannot-run" (construct, where), or with timing
-    "unchecked" (the timed clusters' stores do not finish elements of the output, as a K slice of a split)."""
+    implement a PTX form), "launch" (a B200 refuses a launch), "cannot-run" (construct, where), with timing
+    "unchecked" (the timed clusters' stores do not finish elements of the output, as a K slice of a split), or
+    without emulation "captured" (the launches recorded, none run)."""
 
     status: str
     submission: str
@@ -140,13 +141,14 @@ def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", m
 
 def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedules=None, sched_seed: int = 0,
               clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
-              prior_costs: bool = False, full_grid: bool = False, trace: str | None = None,
+              prior_costs: bool = False, full_grid: bool = False, trace: str | None = None, emulate: bool = True,
               progress=None) -> list[RunnerResult]:
     """Run the file at `submission` on each case ((m, n, k, l), mode, input seed[, schedules]) in one fresh worker
     process (the file is imported and compiled once); a result per case, in order. schedules (a case's own, else this
     one): as harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed.
     clusters: "all" or N, a seeded choice of N clusters of each launch (the output is then checked where they
-    stored)."""
+    stored). emulate=False records the launches (status "captured") and runs none: what the file launches at a shape,
+    in the time its host code takes."""
     from .verdict import schedules_for
 
     def plan(which):
@@ -157,7 +159,7 @@ def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedul
                           "schedules": plan(case[3] if len(case) > 3 else schedules)} for case in cases],
                "clusters": clusters, "allow_notes": allow_notes, "timing": timing,
                "costs": costs or {}, "prior_costs": prior_costs, "full_grid": full_grid, "trace": trace,
-               "out": str(Path(tmp) / "results.json")}
+               "emulate": emulate, "out": str(Path(tmp) / "results.json")}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
         log = Path(tmp) / "output.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -351,7 +353,7 @@ class Worker:
         call["launches"].append(LaunchRecord(cap.kernel_name, tuple(cap.grid), tuple(cap.block), tuple(cap.cluster),
                                              cap.dynamic_smem, cap.registers, cap.static_smem, cap.dsl_version,
                                              len(cap.params)))
-        if call["stopped"] is not None:
+        if call["stopped"] is not None or not self.job["emulate"]:
             return
         say(f"launch {index}: {cap.kernel_name[:70]} grid {cap.grid} block {cap.block} cluster {cap.cluster} "
             f"smem {cap.dynamic_smem}")
@@ -509,6 +511,8 @@ class Worker:
             status, message, checked = "launch", f"a B200 refuses this launch: {refusal}", 0
         elif not call["launches"]:
             status, message, checked = "mismatch", "custom_kernel launched no kernel", 0
+        elif not self.job["emulate"]:
+            status, message, checked = "captured", f"{len(call['launches'])} launch(es) recorded, none run", 0
         elif call["stopped"] is not None:
             (status, message), checked = call["stopped"], 0
         elif not isinstance(out, torch.Tensor):
@@ -525,10 +529,11 @@ class Worker:
         self.result.runs.append(run)
         self.result.checked_elements = checked
         say(f"schedule {schedule.name}: {status} ({run['seconds']} s)")
-        if status != "match":
+        if status not in ("match", "captured"):
             self.result.status, self.result.message = status, message
             return False
-        return True
+        self.result.status = status
+        return status == "match"
 
     def check(self, reference, data, out, call):
         """(status, message, elements checked): `out` against the reference, all of it when every cluster of every

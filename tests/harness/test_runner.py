@@ -1,14 +1,12 @@
 """harness/runner.py: any submission file in the emulator, unmodified (issue 28). Tested on popcorn-format files
 written for the purpose (tests/harness/submissions/: a CuTe DSL one and a load_inline CUDA one, and small variants
-made here: a planted bug, a call the stand-ins lack, a launch a B200 refuses), on this package's own submission.py
-through the same path, and on public B200-run kernels where their sources are on this machine (CI has none: skipped
-with the reason).
+made here: a planted bug, a call the stand-ins lack, a launch a B200 refuses) and on this package's own submission.py
+through the same path. The public B200-run files: tests/calibration/test_public.py.
 
 A run starts a worker process that imports the file (and compiles it: a few seconds for the CuTe DSL file; the CUDA
 file's extension builds once, about a minute on 2 CPUs, then comes from the compile cache)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -154,28 +152,3 @@ def test_package_submission_through_the_runner_launches_as_captured():
     assert (tuple(launch["grid"]), tuple(launch["block"]), tuple(launch["cluster"]), launch["dynamic_smem"],
             launch["params"], launch["registers"]) == (cap.grid, cap.block, cap.cluster, cap.dynamic_smem,
                                                        len(cap.params), cap.registers)
-
-
-# ------------------------------------------------------------------ public B200-run kernels, where their sources are here
-PUBLIC = {  # name -> (environment variable, default path, what it is)
-    "teelaitila": ("TEELAITILA_DUAL_GEMM", "/tmp/pub/teel/754dd17d.py",
-                   "teelaitila/nvfp4_gpumode@754dd17d dual_gemm/submission.py (CuTe DSL 4.3 era)"),
-    "nareg": ("NAREG_SUBMISSION_PTX", "/tmp/pub/nareg/submission_ptx.py",
-              "NaregAmirianMegan/NVFP4_Kernels@126cb76d nvfp4_dual_gemm/submission_ptx.py (CUDA load_inline)"),
-    "arseni": ("ARSENI_DUAL_GEMM", "/tmp/arseni/arseni.py", "Ozamatash/nvfp4_gpumode@1dc9713 dual_gemm/others/arseni.py"),
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(PUBLIC))
-def test_public_file_matches_unmodified(name):
-    var, default, what = PUBLIC[name]
-    path = Path(os.environ.get(var) or default)
-    if not path.is_file():
-        pytest.skip(f"{what} is not on this machine (set ${var}; sources stay out of the repository, CI has no network)")
-    if name == "nareg":
-        needs_nvcc()
-    res = run_submission(path, (256, 256, 512, 1), mode="leaderboard", schedules=2, allow_notes=True)
-    assert res.passed, (res.summary(), res.message)
-    if name == "nareg":  # its dealloc after its own loads, the barrier before it commented out (emu.ordering)
-        assert "tcgen05-dealloc-while-read" in {n["rule"] for n in res.notes}

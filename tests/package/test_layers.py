@@ -113,12 +113,12 @@ def test_the_readme_layout_table_names_every_layer():
 
 @pytest.mark.parametrize("importer, line", [("emu/ptx.py", "from harness import verdict"),
                                             ("emu/ptx.py", "import reference"),
-                                            ("harness/verdict.py", "from calibration.gau import nvcc_path"),
-                                            ("calibration/gau.py", "import tools.sol")])
+                                            ("harness/verdict.py", "from calibration.public import file_of"),
+                                            ("calibration/public.py", "import tools.sol")])
 def test_a_planted_back_import_is_reported(tmp_path, importer, line):
     """The rule is not vacuous: one back-import in a small tree of the same folders is reported."""
     for f in ("emu/__init__.py", "emu/ptx.py", "harness/__init__.py", "harness/verdict.py", "calibration/__init__.py",
-              "calibration/gau.py", "tools/__init__.py", "tools/sol.py", "reference.py"):
+              "calibration/public.py", "tools/__init__.py", "tools/sol.py", "reference.py"):
         (tmp_path / f).parent.mkdir(exist_ok=True)
         (tmp_path / f).write_text("import numpy\n")
     assert not back_imports(tmp_path)

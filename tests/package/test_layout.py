@@ -16,6 +16,9 @@ GENERATED = ("build/", ".venv/")
 # tests/: one folder per layer (README "Layout") and the package's own files; the shared PTX fixture
 TEST_FOLDERS = ("tests", "tests/emu", "tests/harness", "tests/calibration", "tests/package")
 TEST_KIT = ("tests/emu/ptx_kit.py",)
+# leaderboard files written for the runner's tests (tests/harness/test_runner.py): loaded by path as `submission`, as the
+# leaderboard loads one, so not a package
+SUBMISSIONS = "tests/harness/submissions"
 
 
 def _tracked() -> list[str]:
@@ -52,10 +55,12 @@ def test_every_path_the_docs_name_exists():
 def test_probes_live_outside_tests_and_tools_are_user_clis():
     """tests/ holds pytest files, their fixtures (conftest.py, each folder's __init__.py) and the PTX kit only, in
     folders that mirror the layers; GPU probes are in probes/, emulator calibration in calibration/."""
-    tests = [p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py")]
+    tests = [p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py")
+             if p.parent != REPO / SUBMISSIONS]
     assert all(n.rsplit("/", 1)[1].startswith("test_") or n.endswith(("/__init__.py", "/conftest.py")) or n in TEST_KIT
                for n in tests), tests
-    folders = {p.parent for p in (REPO / "tests").rglob("*.py")}
+    assert all(p.read_text().startswith("#!POPCORN leaderboard ") for p in (REPO / SUBMISSIONS).glob("*.py"))
+    folders = {p.parent for p in (REPO / "tests").rglob("*.py") if p.parent != REPO / SUBMISSIONS}
     assert {f.relative_to(REPO).as_posix() for f in folders} <= set(TEST_FOLDERS), folders
     assert all((f / "__init__.py").is_file() for f in folders), folders  # unique module names under pytest's import
     tools = sorted(p.name for p in (REPO / "tools").glob("*.py") if p.name != "__init__.py")
