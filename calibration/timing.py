@@ -490,6 +490,29 @@ def error_band(path: Path = REPORT_JSON) -> dict:
             "abs_median": points["median_abs"], "abs_max": points["max_abs"], "abs_n": points["n"]}
 
 
+VARIANTS = Path(__file__).with_name("engine_variants.json")
+
+
+def variants(names=None) -> list[dict]:
+    """The engine variants still plausible (calibration/engine_variants.json): [{name, overrides, source}], the
+    adopted one first; `names`: those only (a list, or "all")."""
+    data = json.loads(VARIANTS.read_text())
+    out = sorted(data["variants"], key=lambda v: v["name"] != data["adopted"])
+    if names in (None, "all"):
+        return out
+    unknown = set(names) - {v["name"] for v in out}
+    if unknown:
+        raise ValueError(f"no engine variant {sorted(unknown)} (known: {[v['name'] for v in out]})")
+    return [v for v in out if v["name"] in names]
+
+
+def variants_line(figures: dict) -> str:
+    """One line: the timed figure under each kept engine variant ({name: us}) and the worst."""
+    worst = max(figures, key=figures.get)
+    return ("under the kept engine variants (calibration/engine_variants.json): "
+            + ", ".join(f"{name} {us:.2f}" for name, us in figures.items()) + f" us; worst {worst} {figures[worst]:.2f}")
+
+
 def band_line(band: dict) -> str:
     """One line that says how far a timed figure can be trusted (printed beside every timed figure)."""
     return (f"error band ({band['source']}, engine {band['engine']}): held-out |error| median {band['abs_median']:.1%}, "

@@ -142,13 +142,14 @@ def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", m
 def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedules=None, sched_seed: int = 0,
               clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
               prior_costs: bool = False, full_grid: bool = False, trace: str | None = None, emulate: bool = True,
-              progress=None) -> list[RunnerResult]:
+              variants=(), progress=None) -> list[RunnerResult]:
     """Run the file at `submission` on each case ((m, n, k, l), mode, input seed[, schedules]) in one fresh worker
     process (the file is imported and compiled once); a result per case, in order. schedules (a case's own, else this
     one): as harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed.
     clusters: "all" or N, a seeded choice of N clusters of each launch (the output is then checked where they
     stored). emulate=False records the launches (status "captured") and runs none: what the file launches at a shape,
-    in the time its host code takes."""
+    in the time its host code takes. With timing, `variants` ([{name, overrides}], calibration.timing.variants) adds
+    one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}."""
     from .verdict import schedules_for
 
     def plan(which):
@@ -159,7 +160,8 @@ def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedul
                           "schedules": plan(case[3] if len(case) > 3 else schedules)} for case in cases],
                "clusters": clusters, "allow_notes": allow_notes, "timing": timing,
                "costs": costs or {}, "prior_costs": prior_costs, "full_grid": full_grid, "trace": trace,
-               "emulate": emulate, "out": str(Path(tmp) / "results.json")}
+               "emulate": emulate, "variants": list(variants) if timing else [],
+               "out": str(Path(tmp) / "results.json")}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
         log = Path(tmp) / "output.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -290,6 +292,7 @@ class Worker:
         self.exports = {}  # id(compiled DSL function) -> (compiled, ExportedFunction)
         self.cuda = None  # the StandIns of libemu_cuda.so, loaded with the first extension
         self.result = None  # the current case's RunnerResult
+        self.variant = {}  # the engine variant's cost overrides a timed call runs under (job["variants"])
         self.case = None  # the current case: {"shape", "mode", "input_seed"}
         self.call = None  # the current call's state (begin_call)
 
@@ -370,7 +373,7 @@ class Worker:
         from emu.timing.call import timed_run
 
         call = self.call
-        costs = cost_table.load(overrides=self.job["costs"], prior=self.job["prior_costs"])
+        costs = cost_table.load(overrides={**self.variant, **self.job["costs"]}, prior=self.job["prior_costs"])
         trace = self.job["trace"]
         timed = timed_run(cap, gmem, costs, call["schedule"].seed, self.job["full_grid"], bool(trace),
                           prerequisite_writes=call["previous_writes"])
@@ -468,6 +471,16 @@ class Worker:
             for schedule in schedules_for(self.case["schedules"]):
                 if not self.one_call(module, schedule):
                     break
+            figures = {}
+            for variant in self.job.get("variants", []):  # each a call of its own, on fresh inputs
+                adopted = self.result.timed
+                self.variant = variant["overrides"]
+                self.one_call(module, schedules_for(self.case["schedules"])[0])
+                self.result.runs.pop()  # the verdict's runs are the adopted engine's
+                figures[variant["name"]] = self.result.timed.get("per_call_us")
+                self.result.timed, self.variant = adopted, {}
+            if figures:
+                self.result.timed["variants"] = figures
         except Exception as e:  # noqa: BLE001
             self.failed(e)
 

@@ -109,6 +109,9 @@ def main(argv=None) -> int:
                     help="with --timing: an overrides file ('overrides: {row: value}', e.g. tools/profile.py's fit)")
     ap.add_argument("--cost", action="append", default=[], metavar="NAME=VALUE",
                     help="with --timing: override a row of emu/timing/b200.yaml (repeatable)")
+    ap.add_argument("--variants", default="all",
+                    help="with --timing: the kept engine variants to time beside the adopted engine "
+                         "(calibration/engine_variants.json): all (default), none, or names separated by commas")
     ap.add_argument("--calibration", action="store_true",
                     help="with --timing: judge the timed emulator on the public B200 points (needs --sources)")
     ap.add_argument("--sources", default=None, help="with --calibration: folder of the public kernels' sources")
@@ -214,6 +217,7 @@ def _generic(args) -> int:
                          input_seed=args.input_seed, schedules=schedules, sched_seed=args.seed,
                          clusters=args.clusters, allow_notes=args.allow_notes, timing=args.timing, costs=overrides,
                          prior_costs=args.prior_costs, full_grid=args.full_grid, trace=args.trace,
+                         variants=_other_variants(args),
                          progress=lambda line: print(f"  {line} ({time.time() - t0:.0f} s)", file=sys.stderr,
                                                      flush=True))
     print(res.summary())
@@ -235,6 +239,10 @@ def _generic(args) -> int:
             print(f"  launch {launch['launch']}: {launch['line']}")
         print(f"timed: {res.timed['per_call_us']:.2f} us per call ({len(res.timed['launches'])} launch"
               f"{'es' if len(res.timed['launches']) != 1 else ''}; a model of a B200, not a measurement)")
+        if res.timed.get("variants"):
+            from calibration.timing import variants_line
+
+            print("  " + variants_line({_adopted_name(): res.timed["per_call_us"], **res.timed["variants"]}))
         if res.torch_work:
             ops = ", ".join(f"{name} x{n}" for name, n in sorted(res.torch_work.items()))
             print(f"  not in that figure: the call's torch work ({ops}), kernels of their own on a B200")
@@ -248,6 +256,22 @@ def _generic(args) -> int:
         Path(args.json).write_text(json.dumps({"label": "timed" if args.timing else "emulated", **asdict(res)},
                                               indent=2, default=str))
     return res.exit_code
+
+
+def _adopted_name() -> str:
+    from calibration.timing import variants
+
+    return variants()[0]["name"]
+
+
+def _other_variants(args) -> list:
+    """The kept engine variants --variants asks for beside the adopted engine (--timing only)."""
+    if not args.timing or args.variants == "none":
+        return []
+    from calibration.timing import variants
+
+    chosen = variants(None if args.variants == "all" else args.variants.split(","))
+    return [v for v in chosen if v["name"] != _adopted_name()]
 
 
 def _timed(args) -> int:
@@ -294,6 +318,19 @@ def _timed(args) -> int:
             "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
             "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
     print(timed.line())
+    figures = {_adopted_name(): timed.per_call_us}
+    for variant in _other_variants(args):
+        _, other = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
+                                 submission=args.submission, full_grid=args.full_grid, sched_seed=args.seed,
+                                 dsl=args.dsl, host_path=args.host_path, problem=args.problem,
+                                 costs=cost_table.load(overrides={**variant["overrides"], **overrides},
+                                                       prior=args.prior_costs))
+        if other is not None and other.status == "completed":
+            figures[variant["name"]] = other.per_call_us
+    if len(figures) > 1:
+        from calibration.timing import variants_line
+
+        print("  " + variants_line(figures))
     if args.problem == "nvfp4_gemm":
         print("  " + GEMM_TIMED_CAVEAT)
     if not args.prior_costs:  # the band belongs to the fitted table, not to the prior or to overridden rows

@@ -273,9 +273,10 @@ def print_tune(out: dict) -> None:
 
 # ----------------------------------------------------------------------------- dry run (no GPU)
 def time_candidate(submission: str, shape: tuple, config_name: str, overrides: dict,
-                   problem: str = "nvfp4_dual_gemm") -> dict:
+                   problem: str = "nvfp4_dual_gemm", variants: tuple = ()) -> dict:
     """One (shape, config) in the timed emulator (run in a worker process): the per-call time, what binds, and the
-    emulated check of C on the clusters it simulated."""
+    emulated check of C on the clusters it simulated; under each engine variant of `variants` ([{name, overrides}],
+    calibration.timing.variants, the adopted one first) its time in row["variants"]."""
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
@@ -285,26 +286,31 @@ def time_candidate(submission: str, shape: tuple, config_name: str, overrides: d
     t0 = time.time()
     row = {"shape": list(shape), "config": config_name}
     try:
-        res, timed = timed_emulate(*shape, config_name=config_name, submission=submission,
-                                   costs=cost_table.load(overrides=overrides), problem=problem)
-        row["status"] = res.status
-        row["message"] = (res.message or "")[:300]
-        if timed is not None and timed.status == "completed":
-            row.update(timed_us=round(timed.per_call_us, 3), kernel_us=round(timed.kernel_us, 3), binds=timed.binds,
-                       clusters=f"{timed.clusters_simulated}/{timed.clusters_total}")
+        for variant in variants or ({"name": "", "overrides": {}},):
+            res, timed = timed_emulate(*shape, config_name=config_name, submission=submission, problem=problem,
+                                       costs=cost_table.load(overrides={**variant["overrides"], **overrides}))
+            if "status" not in row:  # the adopted engine's run gives the verdict, the figure and what binds
+                row["status"] = res.status
+                row["message"] = (res.message or "")[:300]
+                if timed is not None and timed.status == "completed":
+                    row.update(timed_us=round(timed.per_call_us, 3), kernel_us=round(timed.kernel_us, 3),
+                               binds=timed.binds, clusters=f"{timed.clusters_simulated}/{timed.clusters_total}")
+            if variants and timed is not None and timed.status == "completed":
+                row.setdefault("variants", {})[variant["name"]] = round(timed.per_call_us, 3)
     except Exception as e:  # a candidate that cannot be timed is reported, never chosen
         row.update(status="error", message=f"{type(e).__name__}: {str(e)[:300]}")
     row["seconds"] = round(time.time() - t0, 1)
     return row
 
 
-def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int, problem: str = "nvfp4_dual_gemm") -> dict:
+def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int, problem: str = "nvfp4_dual_gemm",
+                    variants: tuple = ()) -> dict:
     """{(shape, config name): time_candidate row} for every (shape, config) of todo, `jobs` processes at a time, a
     line on stderr as each finishes. Fresh (spawned) processes: the parent has the DSL loaded, a fork would copy it."""
     out = {}
     t0 = time.time()
     with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(time_candidate, str(submission), shape, name, overrides, problem): (shape, name)
+        futures = {pool.submit(time_candidate, str(submission), shape, name, overrides, problem, variants): (shape, name)
                    for shape, name in todo}
         for i, fut in enumerate(as_completed(futures), 1):
             shape, name = futures[fut]
@@ -317,14 +323,27 @@ def time_candidates(submission: Path, todo: list, overrides: dict, jobs: int, pr
 
 
 def rank(rows: list[dict]) -> list[dict]:
-    """A shape's rows, best first: the candidates that passed preflight and whose C matched in the timed run, by timed
-    time (then name); after them every other row, by name. Each ranked row gets vs_best (its time over the best's - 1)."""
-    eligible = sorted((r for r in rows if r["preflight"] == "ok" and r.get("status") == "match" and "timed_us" in r),
-                      key=lambda r: (r["timed_us"], r["config"]))
-    rest = sorted((r for r in rows if r not in eligible), key=lambda r: r["config"])
+    """A shape's rows, best first: the candidates that passed preflight and whose C matched in the timed run, by their
+    worst case over the engine variants (row["variants"]: {name: us}; the adopted engine alone where a row has none):
+    the largest, over the variants, of their time over that variant's best - 1 (then the adopted time, then the name);
+    after them every other row, by name. Each ranked row gets vs_best (that worst case), and, with variants,
+    beyond_band_everywhere: whether the best beats it by more than the band under every variant (set by mark_band)."""
+    eligible = [r for r in rows if r["preflight"] == "ok" and r.get("status") == "match" and "timed_us" in r]
+    figures = {id(r): r.get("variants") or {"": r["timed_us"]} for r in eligible}
+    names = set.intersection(*(set(f) for f in figures.values())) if eligible else set()
+    best = {v: min(f[v] for f in figures.values()) for v in names}
     for r in eligible:
-        r["vs_best"] = round(r["timed_us"] / eligible[0]["timed_us"] - 1, 4)
+        r["vs_best"] = round(max(figures[id(r)][v] / best[v] - 1 for v in names), 4)
+    eligible.sort(key=lambda r: (r["vs_best"], r["timed_us"], r["config"]))
+    rest = sorted((r for r in rows if r not in eligible), key=lambda r: r["config"])
     return eligible + rest
+
+
+def beyond_band_everywhere(better: dict, worse: dict, band: float) -> bool:
+    """Whether `better` is faster than `worse` by more than `band` (a fraction) under every engine variant both were
+    timed under (the adopted engine alone where they have no variants): the rule for a design change to count."""
+    a, b = better.get("variants") or {"": better["timed_us"]}, worse.get("variants") or {"": worse["timed_us"]}
+    return all(a[v] < b[v] * (1 - band) for v in set(a) & set(b))
 
 
 def _vs_best(row: dict, band: dict) -> str:
@@ -370,7 +389,10 @@ def dry_run(args) -> dict:
         for cfg, rec in zip(unique, pool.map(lambda ic: preflight.run_config(ic[0], ic[1], pf_args, Path(tmp), tools), enumerate(unique))):
             compiled[cfg] = preflight.judge(rec, capacity)
     todo = [(s, c.name) for s in shapes for c in cands[s] if not compiled[c]]  # shape-major: one compile per config
-    timed = time_candidates(args.submission, todo, overrides, args.jobs, problem)
+    from calibration.timing import variants as engine_variants
+
+    kept = [] if args.variants == "none" else engine_variants(None if args.variants == "all" else args.variants.split(","))
+    timed = time_candidates(args.submission, todo, overrides, args.jobs, problem, tuple(kept))
     costs_said = (f"emu/timing/b200.yaml with the calibration's fitted constants {band['fitted_overrides']} "
                   f"({band['source']}, engine {band['engine']})")
     if args.costs:
@@ -381,13 +403,17 @@ def dry_run(args) -> dict:
                  f"{band['abs_max']:.1%} (n={band['abs_n']})"
                  + (f"; measured with the calibration's constants, not with {args.costs}'s" if args.costs else ""))
     out = {"label": "compiled + timed (the timed emulator; no GPU, not measured)", "dsl": preflight.dsl_version(),
-           "problem": problem,
+           "problem": problem, "variants": kept,
            "costs": {"table": "emu/timing/b200.yaml", "overrides": overrides, "said": costs_said},
            "error_band": band, "shapes": [], "chosen": {}}
     print(f"tune --dry-run ({preflight.dsl_version()}): {len(unique)} candidate configs compiled for sm_100a; "
           "times are timed (the timed emulator, emu/timing), not measured")
     print(f"cost table: {costs_said}")
     print(band_said)
+    if kept:
+        print(f"ranked by the worst case over the engine variants {', '.join(v['name'] for v in kept)} "
+              "(calibration/engine_variants.json): vs best = the largest, over them, of a config's time over that "
+              "variant's best; 'timed us' is the adopted engine's")
     if problem == "nvfp4_gemm":
         print(GEMM_TIMED_CAVEAT)
         out["caveat"] = GEMM_TIMED_CAVEAT
@@ -405,8 +431,16 @@ def dry_run(args) -> dict:
         for r in rows:
             t = f"{r['timed_us']:.2f}" if "timed_us" in r else "-"
             why = r["problems"][0][:80] if r["problems"] else (r.get("message", "")[:80] if r["status"] != "match" else "")
+            per = " ".join(f"{n} {x:.2f}" for n, x in r.get("variants", {}).items() if n != kept[0]["name"]) if kept else ""
             print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {t:9} {_vs_best(r, band):8} {r['status']:10} "
-                  f"{r.get('binds', '')}" + (f"  ({why})" if why else ""))
+                  f"{r.get('binds', '')}" + (f"  [{per}]" if per else "") + (f"  ({why})" if why else ""))
+        table_now = sub.config_for(*shape, problem) if problem == "nvfp4_gemm" else sub.config_for(*shape)
+        incumbent = next((r for r in rows if r["config"] == table_now.name and "vs_best" in r), None)
+        if rows and "vs_best" in rows[0] and incumbent is not None and incumbent is not rows[0]:
+            gain = beyond_band_everywhere(rows[0], incumbent, band["delta_rms"])
+            print(f"{str(shape[:3]):20} {rows[0]['config']} against the table's {incumbent['config']}: "
+                  f"{'beyond' if gain else 'not beyond'} the {band['delta_rms']:.1%} band under every variant"
+                  + ("" if gain else " (the table stays: not a result)"))
         if rows and "vs_best" in rows[0]:
             out["chosen"][str(shape)] = {"config": rows[0]["config"], "config_src": rows[0]["config_src"],
                                          "timed_us": rows[0]["timed_us"]}
@@ -450,6 +484,9 @@ def main(argv=None) -> int:
     ap.add_argument("--costs", default=None, metavar="FILE",
                     help="with --dry-run: cost-table overrides ('overrides: {row: value}', e.g. tools/profile.py's fit) "
                          "applied after the calibration's fitted constants")
+    ap.add_argument("--variants", default="all",
+                    help="with --dry-run: the engine variants to rank under (calibration/engine_variants.json): all "
+                         "(default: the worst case over them), none (the adopted engine alone), or names")
     ap.add_argument("--configs", default=None, metavar="NAME,...",
                     help="with --dry-run: only these candidate configs")
     ap.add_argument("--any-device", action="store_true",

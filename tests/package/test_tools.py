@@ -376,6 +376,38 @@ def test_dry_run_ranks_clean_matching_candidates_by_timed_time():
     assert tune.rank([rows[2], rows[3]])[0].get("vs_best") is None  # nothing eligible: nothing to choose
 
 
+def test_dry_run_ranks_by_the_worst_case_over_the_engine_variants():
+    """With per-variant times, the ranking is minimax: a config fastest under the adopted engine but 9% behind under
+    H1 loses to one never more than 3% behind; a change counts only beyond the band under every variant."""
+    rows = [{"config": "fast_b0", "preflight": "ok", "status": "match", "timed_us": 10.0,
+             "variants": {"B0": 10.0, "H1 wide": 9.81}},
+            {"config": "steady", "preflight": "ok", "status": "match", "timed_us": 10.3,
+             "variants": {"B0": 10.3, "H1 wide": 9.0}},
+            {"config": "slow", "preflight": "ok", "status": "match", "timed_us": 11.5,
+             "variants": {"B0": 11.5, "H1 wide": 10.0}}]
+    ranked = tune.rank(rows)
+    assert [r["config"] for r in ranked] == ["steady", "fast_b0", "slow"]
+    assert ranked[0]["vs_best"] == 0.03 and ranked[1]["vs_best"] == round(9.81 / 9.0 - 1, 4)
+    assert tune.beyond_band_everywhere(ranked[0], ranked[2], 0.056)  # 10.4% and 10.0% ahead
+    assert not tune.beyond_band_everywhere(ranked[0], ranked[1], 0.056)  # behind under B0
+
+
+def test_engine_variants_are_the_adopted_engine_and_the_kept_hypotheses():
+    from calibration.timing import variants, variants_line
+    from emu.timing import costs as cost_table
+
+    kept = variants()
+    assert kept[0]["name"] == "B0" and kept[0]["overrides"] == {}
+    assert {v["name"] for v in kept} >= {"B0", "H1 separate", "H1 wide", "H12"}
+    for v in kept:  # every override names a row of emu/timing/b200.yaml (load refuses another)
+        cost_table.load(overrides=v["overrides"])
+        assert v["source"]
+    with pytest.raises(ValueError, match="no engine variant"):
+        variants(["H99"])
+    line = variants_line({"B0": 8.37, "H1 wide": 8.12, "H12": 8.71})
+    assert "B0 8.37, H1 wide 8.12, H12 8.71 us; worst H12 8.71" in line
+
+
 def test_dry_run_error_band_and_constants_come_from_the_calibration():
     from calibration.timing import REPORT_JSON, error_band
 
