@@ -27,7 +27,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .. import ptx as ptx_mod
-from ..device import B200_LIMITS
+from ..device import occupancy as device_occupancy
 from ..machine import Deadlock, Machine, role_of
 from ..state import EmulatorError, Hazard
 from .costs import load
@@ -69,12 +69,13 @@ class TimedCall:
 
 
 def occupancy(cap) -> int:
-    """CTAs of this launch that fit on one SM by shared memory and threads (tensor memory is allocated at run time;
-    every kernel timed here holds a whole SM's worth of shared memory)."""
-    static = 1024  # the CuTe DSL's static shared memory; NVCC kernels declare theirs in the PTX (dynamic here)
-    smem = cap.dynamic_smem + static
+    """CTAs of this launch resident on one SM at once, as the hardware admits them (emu.device.occupancy: threads,
+    the cubin's registers per thread, static plus dynamic shared memory); tensor memory is allocated at run time, so
+    it does not count here (a launch whose resident CTAs over-subscribe it gets the note emu.device says). At least 1:
+    a launch that fits none is refused before it is timed."""
     threads = cap.block[0] * cap.block[1] * cap.block[2]
-    return max(1, min(B200_LIMITS["smem_per_sm"] // max(smem, 1), B200_LIMITS["threads_per_sm"] // max(threads, 1)))
+    smem = cap.dynamic_smem + (getattr(cap, "static_smem", None) or 0)
+    return max(1, device_occupancy(threads, getattr(cap, "registers", None), smem))
 
 
 def plan(machine: Machine, costs, full_grid: bool = False) -> tuple[list, int, int]:

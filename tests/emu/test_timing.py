@@ -161,3 +161,23 @@ $L1:
     assert got[3][0] == "alu" and got[3][1] == ("%p1",) and got[3][2] == ()
     assert got[4] == ("alu", ("%r8", "%r1"), ("%p2",))
     assert got[5] == ("cvt16", ("%f1", "%f2"), ("%r1",))
+
+
+# ------------------------------------------------------------------ the wave plan
+def test_timed_occupancy_counts_static_shared_memory_and_registers():
+    """A launch's CTAs per SM are the hardware's (emu.device.occupancy): a kernel that declares its shared memory
+    statically (NaregAmirianMegan's submission_ptx.py: no dynamic shared memory at all) holds a whole SM, not ten
+    CTAs' worth; registers bind where nothing else does."""
+    from types import SimpleNamespace
+
+    from emu.timing.call import occupancy
+
+    def launch(dynamic, static=None, registers=None, threads=192):
+        return SimpleNamespace(block=(threads, 1, 1), dynamic_smem=dynamic, static_smem=static, registers=registers)
+
+    assert occupancy(launch(0)) == 10  # threads alone: 2048 // 192
+    assert occupancy(launch(0, static=200 * 1024)) == 1
+    assert occupancy(launch(200 * 1024)) == 1  # the same bytes, dynamic
+    assert occupancy(launch(0, static=100 * 1024)) == 2
+    assert occupancy(launch(0, registers=168)) == 2  # 6 warps x 5376 registers: 2 per 65536
+    assert occupancy(launch(300 * 1024)) == 1  # never below one: a launch that fits none is refused before timing
