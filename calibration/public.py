@@ -17,13 +17,15 @@ them. Tests and tools skip a point whose file is absent, with that reason.
     python -m calibration.public sources [--from-clone OWNER/NAME=CLONE ...]
     python -m calibration.public run --points all|fit|holdout|holdout2|holdout3|ID,... [--shape M,N,K]
                                      [--modes leaderboard,strict] [--schedules N] [--timing]
-    python -m calibration.public table [--clusters N] [--skip-benchmarks]
+    python -m calibration.public table [--clusters N] [--benchmarks breadth|all|none] [--reports R.json ...]
 Without --shape a point runs at its benchmark shape (with --timing: the timed emulator, as calibration/timing.py
 times it); with --shape every selected point's file runs at that shape (functional verdict). One line per run.
 `table` runs every public file (the points' and calibration/public_files.json's) at its problem's smallest test shape
-(every cluster, both input generators) and at each benchmark shape (--clusters N of each launch, the leaderboard's
-generator), functional verdicts only, and writes docs/public_files.md: which run unmodified, which need a named
-bridge, which fail and why.
+(every cluster, both input generators) and, for the files that are not points (--benchmarks breadth, the default; all:
+every file), at each benchmark shape (--clusters N of each launch, the leaderboard's generator), functional verdicts
+only, and writes docs/public_files.md: which run unmodified, which need a named bridge, which fail and why. A point's
+file is run at its benchmark shapes by the timed calibration, which checks C on the clusters it simulates: the table
+takes those verdicts from the reports named (--reports, default docs/timing_calibration.json), each labelled so.
 """
 from __future__ import annotations
 
@@ -162,10 +164,13 @@ def public_files() -> list[dict]:
     return list(out.values())
 
 
-def table(sources=None, clusters: int = 2, benchmarks: bool = True, progress=print) -> list[dict]:
-    """Run every public file (module docstring's `table`); a row per file with each run's verdict."""
+def table(sources=None, clusters: int = 2, benchmarks: str = "breadth", progress=print) -> list[dict]:
+    """Run every public file (module docstring's `table`); a row per file with each run's verdict. benchmarks:
+    "breadth" (the benchmark shapes of the files that are not points), "all" or "none"."""
     from harness.runner import run_cases
 
+    if benchmarks not in ("breadth", "all", "none"):
+        raise ValueError(f"benchmarks: breadth, all or none, not {benchmarks!r}")
     rows = []
     for entry in public_files():
         f, problem = entry["file"], entry["problem"]
@@ -179,7 +184,8 @@ def table(sources=None, clusters: int = 2, benchmarks: bool = True, progress=pri
             progress(f"{f.repo}@{f.commit[:8]} {f.path}: absent ({path})")
             continue
         plans = [((small, mode, 1111, 1), "all") for mode in ("leaderboard", "strict")]
-        plans += [((shape, "leaderboard", 1111, 1), clusters) for shape in (bench if benchmarks else [])]
+        at_bench = benchmarks == "all" or (benchmarks == "breadth" and not entry["points"])
+        plans += [((shape, "leaderboard", 1111, 1), clusters) for shape in (bench if at_bench else [])]
         for which in ("all", clusters):
             cases = [case for case, c in plans if c == which]
             if not cases:
@@ -195,14 +201,33 @@ def table(sources=None, clusters: int = 2, benchmarks: bool = True, progress=pri
     return rows
 
 
-def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON) -> None:
-    """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why."""
+def timed_checks(reports) -> dict:
+    """{point id: (status, report)} from timed calibration reports (calibration/timing.py's JSON): the check of C a
+    timed run makes on the clusters it simulates ("match", "unchecked" where those clusters finish no element)."""
+    out = {}
+    for report in reports:
+        data = json.loads(Path(report).read_text())
+        name = Path(report).name
+        for row in data["rows"]:
+            out.setdefault(row["id"], (row["status"], name))
+    return out
+
+
+def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, timed: dict | None = None) -> None:
+    """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why. timed: timed_checks(), the
+    benchmark-shape verdicts of the points' files."""
+    timed = timed or {}
+    for r in rows:
+        r["timed_checks"] = {p: list(timed[p]) for p in r["points"] if p in timed}
     js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
     lines = ["# Public leaderboard files in the emulator", "",
              "Every public file the package knows (the calibration points' files and calibration/public_files.json's), "
              "run unmodified through harness/runner.py by `python -m calibration.public table`: at its problem's "
-             "smallest test shape (every cluster, both input generators) and at each benchmark shape (two clusters of "
-             "each launch, the leaderboard's generator). Every verdict is **emulated** (what the file's PTX computes "
+             "smallest test shape (every cluster, both input generators) and, for the files that are not calibration "
+             "points, at each benchmark shape (clusters of each launch as the table's command says, the leaderboard's "
+             "generator); a point's file at its benchmark shapes: the check of C its timed calibration run makes on "
+             "the clusters it simulates (`timed check`, from the report named; `unchecked`: those clusters finish no "
+             "element of C, a K slice of a split). Every verdict is **emulated** (what the file's PTX computes "
              "in this package's SM100 emulator), nothing about speed. `bridges`: the runner's named changes the file "
              "needed (harness/bridges.py says why each exists; `dsl-export`, `load-inline` and `torch-as-cuda` are "
              "how every file of its kind runs); `notes`: ISA rules the file breaks that a B200-run kernel breaks too "
@@ -217,11 +242,15 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON) ->
         small = [x for x in r["runs"] if x["clusters"] == "all"]
         bench = [x for x in r["runs"] if x["clusters"] != "all"]
         verdict = lambda runs: ", ".join(sorted({x["verdict"].split(" (")[0] for x in runs})) or "-"  # noqa: E731
+        bench_verdict = verdict(bench)
+        if not bench and r.get("timed_checks"):
+            checks = sorted({f"{status.upper()} ({report})" for status, report in r["timed_checks"].values()})
+            bench_verdict = f"timed check, {len(r['timed_checks'])} points: " + ", ".join(checks)
         bridges = sorted({b for x in r["runs"] for b in x["bridges"]})
         notes = sorted({n for x in r["runs"] for n in x["notes"]})
         why = "; ".join(sorted({(x["construct"] or x["message"])[:160] + (f" ({x['where']})" if x["where"] else "")
                                 for x in r["runs"] if x["status"] not in ("match",)}))
-        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {verdict(small)} | {verdict(bench)} | "
+        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {verdict(small)} | {bench_verdict} | "
                      f"{', '.join(bridges)} | {', '.join(notes)} | {why} |")
     md.write_text("\n".join(lines) + "\n")
 
@@ -252,7 +281,10 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("sources", "run", "table"))
     ap.add_argument("--clusters", type=int, default=2, help="with table: clusters of each launch at benchmark shapes")
-    ap.add_argument("--skip-benchmarks", action="store_true", help="with table: the small shape only")
+    ap.add_argument("--benchmarks", choices=("breadth", "all", "none"), default="breadth",
+                    help="with table: which files run at the benchmark shapes (breadth: those that are not points)")
+    ap.add_argument("--reports", nargs="*", default=[str(REPO / "docs" / "timing_calibration.json")],
+                    help="with table: timed calibration reports whose checks of C stand for the points' benchmark runs")
     ap.add_argument("--sources", default=None, help=f"the sources folder (default ${ENV_VAR} or {DEFAULT_SOURCES})")
     ap.add_argument("--from-clone", action="append", default=[], metavar="OWNER/NAME=CLONE",
                     help="with sources: fill the folder from a local clone of that repository")
@@ -276,7 +308,8 @@ def main(argv=None) -> int:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     if args.command == "table":
-        write_table(table(sources, args.clusters, not args.skip_benchmarks, lambda line: print(line, flush=True)))
+        rows = table(sources, args.clusters, args.benchmarks, lambda line: print(line, flush=True))
+        write_table(rows, timed=timed_checks(args.reports))
         print(f"wrote {TABLE_MD.relative_to(REPO)}")
         return 0
     shape = tuple(int(x) for x in args.shape.split(",")) + (1,) if args.shape else None

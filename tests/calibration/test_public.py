@@ -190,3 +190,32 @@ def test_nareg_frees_tensor_memory_its_other_warps_still_read():
     assert res.passed and len(res.runs) == 4, res.summary()
     (note,) = [n for n in res.notes if n["rule"] == "tcgen05-dealloc-while-read"]
     assert "warp 0 deallocated tensor-memory columns 0-511" in note["detail"] and "warps 1, 2, 3" in note["detail"]
+
+
+# ---------------------------------------------------------------------------------------------- the table
+def test_table_takes_a_points_benchmark_verdicts_from_its_timed_check(tmp_path):
+    """A point's file at its benchmark shapes is judged by the timed calibration's check of C, labelled with the report
+    it came from; a file without points by its own runs; an absent file says so."""
+    report = tmp_path / "timing_calibration.json"
+    report.write_text(json.dumps({"rows": [{"id": "p-256", "status": "match"}, {"id": "p-512", "status": "unchecked"}]}))
+    small = {"shape": [128, 256, 256, 1], "mode": "leaderboard", "clusters": "all", "status": "match",
+             "verdict": "MATCH", "construct": "", "where": "", "message": "", "notes": [], "bridges": ["load-inline"],
+             "launches": 1, "seconds": 1.0}
+    failed = dict(small, clusters=1, shape=[128, 7168, 16384, 1], status="cannot-run", verdict="CANNOT RUN",
+                  construct="cublasLtMatmul", where="sub_cub.py:12")
+    rows = [{"repo": "a/b", "commit": "0" * 40, "path": "k.py", "problem": "nvfp4_dual_gemm", "author": "a",
+             "points": ["p-256", "p-512"], "runs": [small]},
+            {"repo": "c/d", "commit": "1" * 40, "path": "sub_cub.py", "problem": "nvfp4_gemm", "author": "c",
+             "points": [], "runs": [small, failed]},
+            {"repo": "e/f", "commit": "2" * 40, "path": "x.py", "problem": "nvfp4_gemm", "author": "e", "points": [],
+             "runs": [], "absent": "/nowhere/x.py"}]
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    public.write_table(rows, md, js, timed=public.timed_checks([report]))
+    lines = {line.split("`")[1]: line for line in md.read_text().splitlines() if line.startswith("| [")}
+    assert "timed check, 2 points: MATCH (timing_calibration.json), UNCHECKED (timing_calibration.json)" in lines["k.py"]
+    assert "| MATCH | CANNOT RUN |" in lines["sub_cub.py"] and "cublasLtMatmul (sub_cub.py:12)" in lines["sub_cub.py"]
+    assert "not run: source absent" in lines["x.py"]
+    assert json.loads(js.read_text())["rows"][0]["timed_checks"] == {"p-256": ["match", "timing_calibration.json"],
+                                                                     "p-512": ["unchecked", "timing_calibration.json"]}
+    with pytest.raises(ValueError, match="breadth, all or none"):
+        public.table(benchmarks=True)
