@@ -499,6 +499,7 @@ def test_named_barrier_verdict_reads_the_diagnostics():
 
 
 @pytest.mark.slow
+@pytest.mark.needs_tvm_ffi("the probe compiles its stub with --enable-tvm-ffi, as on the lent GPU")
 @pytest.mark.parametrize("handoff,pdl", [("mbarrier", True), ("mbarrier", False), ("named", False),
                                          ("named_held", False)])
 def test_probe_stub_compiles_for_the_lent_hopper(handoff, pdl):
