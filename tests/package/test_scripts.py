@@ -1,6 +1,7 @@
 """Tests of the scripts (test_correctness.py, test_benchmark.py) and the package plumbing, on the CPU."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -361,14 +362,17 @@ def without_tvm_ffi(home: Path) -> dict:
 
 def test_correctness_script_takes_the_pointer_launcher_without_tvm_ffi(tmp_path):
     """Where apache-tvm-ffi is missing, neither import nor the DSL's find_spec sees it (the DSL's own test before it
-    refuses a TVM-FFI compile), and test_correctness.py's emulated checks capture the pointer fallback custom_kernel
+    refuses a TVM-FFI compile) nor its distribution's metadata, while every other package's is found (the DSL's
+    version keys the compile cache); test_correctness.py's emulated checks capture the pointer fallback custom_kernel
     takes there."""
-    code = ("import importlib.util, submission as s; from harness.capture import default_host_path; "
-            "print(importlib.util.find_spec('tvm_ffi'), s.USE_TVM_FFI, default_host_path())")
+    code = ("import importlib.metadata as m, importlib.util, submission as s; "
+            "from harness.capture import default_host_path, installed_dsl; "
+            "print(importlib.util.find_spec('tvm_ffi'), s.USE_TVM_FFI, default_host_path(), installed_dsl(), "
+            "[d.metadata['Name'] for d in m.distributions()].count('apache-tvm-ffi'))")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                        env=without_tvm_ffi(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split() == ["None", "False", "pointer"]
+    assert p.stdout.split() == ["None", "False", "pointer", importlib.metadata.version("nvidia-cutlass-dsl"), "0"]
 
 
 def test_the_emulator_cli_falls_back_to_the_pointer_launcher_without_tvm_ffi(tmp_path):
