@@ -21,7 +21,8 @@ from emu.machine import Schedule  # noqa: E402
 from harness.mutants import GEMM_MUTANTS, MUTANTS  # noqa: E402
 from harness.problems import GEMM, get_problem  # noqa: E402
 from harness.verdict import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
-from utils import load_task, task_path  # noqa: E402
+from problem_files import task_path  # noqa: E402
+from utils import load_task  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 PROBLEM = "nvfp4_gemm"

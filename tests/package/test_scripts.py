@@ -27,7 +27,8 @@ from utils import load_task  # noqa: E402
 
 README_CORRECTNESS = "bash tools/setup.sh && .venv/bin/python test_correctness.py"
 README_TESTS = "bash tools/setup.sh && .venv/bin/python -m pytest -q"
-HARNESS_FILES = ("test_correctness.py", "test_benchmark.py", "reference.py", "utils.py", "task.py", "task.yml")
+HARNESS_FILES = ("test_correctness.py", "test_benchmark.py", "reference.py", "utils.py", "problem_files.py", "task.py",
+                 "task.yml")
 
 
 def run_script(args, cwd=REPO, timeout=600):
