@@ -30,7 +30,9 @@ priors; --costs FILE: an overrides file such as tools/profile.py's fit; --cost N
 FILE). It also checks C for the clusters it
 simulates. It prints "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement, and the error
 band docs/timing_calibration.md measured for it.
---trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
+--trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png (matplotlib, the test extra): a row
+per warp role and unit of each simulated CTA, what the warps issue by kind, the call's phases, the binding resources.
+--json PATH writes the timed call (tools/phases.py reads it back).
 --calibration judges the timed emulator on public B200 version logs (calibration/timing.py): every point of
 calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
 docs/timing_calibration.md (and .json).
