@@ -6,6 +6,7 @@ PATH)` where PATH is built from string literals, directly or through a name assi
 module's top, e.g. `REPO / "probes" / "tma_loads.py"`), in every Python file of the repository, tests/ and
 nvfp4_gemm/ included."""
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -98,13 +99,12 @@ def _loads(tree: ast.Module) -> list[tuple[str, object, int]]:
     return out
 
 
-def imports(path: Path, root: Path) -> list[tuple[str, list[str], int]]:
-    """(module imported, names taken from it, line) for every import statement of the file, relative ones resolved
-    (`from . import _x` takes `_x` from the package), and for every importlib load of a named module."""
+def imports(path: Path, root: Path, tree: ast.Module) -> list[tuple[str, list[str], int]]:
+    """(module imported, names taken from it, line) for every import statement of the file (its `tree`), relative ones
+    resolved (`from . import _x` takes `_x` from the package)."""
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
-    tree = ast.parse(path.read_text())
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -113,26 +113,37 @@ def imports(path: Path, root: Path) -> list[tuple[str, list[str], int]]:
             base = package[:len(package) - node.level + 1] if node.level else []
             mod = ".".join(base + ([node.module] if node.module else []))
             out.append((mod, [a.name for a in node.names], node.lineno))
-    out += [(name, [], line) for kind, name, line in _loads(tree) if kind == "module"]
     return out
 
 
-def edges(root: Path = REPO):
+def edges(root: Path = REPO) -> tuple:
     """(importer, imported repository module, names taken, file:line) for every import or load between repository
-    modules."""
+    modules; the repository's are read once per run (a planted tree, written between two calls, every time)."""
+    return _repository_edges() if root == REPO else tuple(_edges(root))
+
+
+@lru_cache(maxsize=None)
+def _repository_edges() -> tuple:
+    return tuple(_edges(REPO))
+
+
+def _edges(root: Path):
     files = list(source_files(root))
     modules = {module_name(p, root): p for p in files}
     known = set(modules) | set(FOLDERS)
     for path in files:
         me = module_name(path, root)
-        found = []
-        for name, names, line in imports(path, root):
+        text = path.read_text()
+        tree = ast.parse(text)
+        loads = _loads(tree) if any(loader in text for loader in LOADERS) else []
+        found = [(name, [], line) for kind, name, line in loads if kind == "module"]
+        for name, names, line in imports(path, root, tree):
             # `from package import submodule` imports the submodule
             subs = [n for n in names if f"{name}.{n}" in known]
             found += [(f"{name}.{n}", [n], line) for n in subs]
             if len(subs) < len(names) or not names:
                 found.append((name, [n for n in names if n not in subs], line))
-        for kind, suffix, line in _loads(ast.parse(path.read_text())):
+        for kind, suffix, line in loads:
             if kind == "path":
                 found += [(m, [], line) for m, p in modules.items()
                           if p.relative_to(root).parts[-len(suffix):] == suffix]
