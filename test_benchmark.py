@@ -48,7 +48,8 @@ os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")  # as the leaderboar
 import torch  # noqa: E402
 
 import reference  # noqa: E402
-from utils import clone_data, load_reference, load_task, task_path  # noqa: E402
+from problem_files import load_reference, task_path  # noqa: E402
+from utils import clone_data, load_task  # noqa: E402
 
 NUM_ITERATIONS_PER_BENCHMARK = 50
 SEED_STEP = 42

@@ -49,7 +49,8 @@ os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")  # as the leaderboar
 import torch  # noqa: E402
 
 import reference  # noqa: E402
-from utils import clone_data, load_reference, load_task, task_path, verbose_allclose  # noqa: E402
+from problem_files import load_reference, task_path  # noqa: E402
+from utils import clone_data, load_task, verbose_allclose  # noqa: E402
 
 PREFLIGHT = REPO / "tools" / "preflight.py"
 NUM_BENCHMARK_INPUT_SETS = 50

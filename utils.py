@@ -2,7 +2,8 @@
 
 A superset of the leaderboard's problems/nvidia/utils.py (same names, same behaviour: set_seed, get_device,
 verbose_allclose, verbose_allequal, match_reference, make_match_reference, DeterministicContext,
-clear_l2_cache, clear_l2_cache_large), plus `load_task`, which reads this package's task.yml.
+clear_l2_cache, clear_l2_cache_large), plus `load_task`, which reads a task.yml, and `clone_data`. It imports no file of
+this package (reference.py imports it); where each problem's files are is problem_files.py's.
 numpy is optional here (the leaderboard's image has it; our minimal environment may not).
 """
 from __future__ import annotations
@@ -190,42 +191,3 @@ def clone_data(data):
     if isinstance(data, torch.Tensor):
         return data.clone()
     return data
-
-
-# --------------------------------------------------------------------------------------------------
-# The two problems (their files; docs/leaderboard.md §9)
-# --------------------------------------------------------------------------------------------------
-DUAL_GEMM = "nvfp4_dual_gemm"
-GEMM = "nvfp4_gemm"
-# Each problem's folder of gpumode files (task.yml, task.py, reference.py, its submittable submission.py): the dual
-# GEMM's sit at the top, nvfp4_gemm's in nvfp4_gemm/ (its submission.py generated from the top-level one).
-PROBLEM_DIRS = {DUAL_GEMM: REPO_DIR, GEMM: REPO_DIR / "nvfp4_gemm"}
-
-
-def problem_dir(problem: str = DUAL_GEMM) -> Path:
-    if problem not in PROBLEM_DIRS:
-        raise ValueError(f"problem must be one of {sorted(PROBLEM_DIRS)}, got {problem!r}")
-    return PROBLEM_DIRS[problem]
-
-
-def task_path(problem: str = DUAL_GEMM) -> Path:
-    """The problem's task.yml (its test and benchmark shapes)."""
-    return problem_dir(problem) / "task.yml"
-
-
-def load_reference(problem: str = DUAL_GEMM):
-    """The problem's reference module (generate_input, ref_kernel, check_implementation): `reference` for the dual
-    GEMM, nvfp4_gemm/reference.py (as module nvfp4_gemm_reference) for the single one."""
-    import importlib
-    import importlib.util
-    import sys
-
-    if problem_dir(problem) == REPO_DIR:
-        return importlib.import_module("reference")
-    name = f"{problem}_reference"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, problem_dir(problem) / "reference.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]

@@ -60,6 +60,68 @@ def spread(point: dict) -> tuple:
     return judged_value(point), judged_value(point)
 
 
+# A canary of the engine a report was timed on: one launch of this package's kernel, frozen as it was captured (PTX,
+# cubin, parameter bytes, operand addresses: SENTINEL_LAUNCH, written once by freeze_sentinel), so that its time depends
+# on the timed emulator and its cost table only, never on submission.py or the DSL. run() times it with the report's
+# fitted table and stores it in the report; tests/calibration/test_timing.py times it again on the current engine
+# (the public kernels the report times are not in CI; this launch is). Another time means the engine or its table
+# changed since the report: regenerate the report.
+SENTINEL = {"config": "m256n64_c2x1_e32_ac", "shape": [256, 256, 512, 1], "mode": "strict", "seed": 1111}
+SENTINEL_LAUNCH = Path(__file__).with_name("timing_sentinel.json.gz")
+# CapturedLaunch fields the frozen launch keeps (the rest record how it was captured) and those that are bytes
+SENTINEL_FIELDS = ("ptx", "kernel_name", "grid", "block", "cluster", "dynamic_smem", "params", "dsl_version",
+                   "param_names", "param_decls", "cubin", "launch_attrs", "registers", "static_smem")
+
+
+def freeze_sentinel(path: Path = SENTINEL_LAUNCH) -> Path:
+    """Capture SENTINEL's launch from today's submission.py (harness.verdict.prepare) and write it to `path`."""
+    import gzip
+    import hashlib
+
+    from harness.verdict import prepare
+
+    m, n, k, l = SENTINEL["shape"]
+    prep = prepare(m, n, k, l, SENTINEL["config"], SENTINEL["mode"], SENTINEL["seed"])
+    cap = prep.cap
+    launch = {f: getattr(cap, f) for f in SENTINEL_FIELDS}
+    launch.update(params=[b.hex() for b in cap.params], cubin=cap.cubin.hex(),
+                  launch_attrs=[[i, b.hex()] for i, b in cap.launch_attrs])
+    doc = {**SENTINEL, "addresses": prep.addresses, "launch": launch,
+           "frozen_from": {"submission_sha256": hashlib.sha256((REPO / "submission.py").read_bytes()).hexdigest(),
+                           "dsl_version": cap.dsl_version}}
+    Path(path).write_bytes(gzip.compress(json.dumps(doc).encode(), mtime=0))
+    return Path(path)
+
+
+def sentinel_timed_us(costs=None, path: Path = SENTINEL_LAUNCH) -> float:
+    """The frozen launch's timed call (μs, 4 decimals) on this engine with `costs` (default: the cost table, whose
+    fitted rows hold the report's fitted values), its inputs generated and placed again as when it was frozen."""
+    import gzip
+
+    from emu import CapturedLaunch, GlobalMemory
+    from emu.timing import costs as cost_table
+    from emu.timing.call import timed_run
+    from harness.problems import DUAL_GEMM, place_inputs
+
+    doc = json.loads(gzip.decompress(Path(path).read_bytes()))
+    m, n, k, l = doc["shape"]
+    data = DUAL_GEMM.reference().generate_input(m, n, k, l, doc["seed"], mode=doc["mode"], device="cpu")
+    data[DUAL_GEMM.data_index["c"]].fill_(float("nan"))
+    gmem = GlobalMemory()
+    if place_inputs(gmem, data, m, n, k, l) != doc["addresses"]:
+        raise RuntimeError(f"{path}: the inputs are placed elsewhere than when the launch was frozen (its tensor maps "
+                           "point at those addresses): freeze it again (freeze_sentinel) and regenerate the report")
+    launch = dict(doc["launch"], params=[bytes.fromhex(h) for h in doc["launch"]["params"]],
+                  cubin=bytes.fromhex(doc["launch"]["cubin"]),
+                  launch_attrs=[(i, bytes.fromhex(h)) for i, h in doc["launch"]["launch_attrs"]],
+                  grid=tuple(doc["launch"]["grid"]), block=tuple(doc["launch"]["block"]),
+                  cluster=tuple(doc["launch"]["cluster"]))
+    timed = timed_run(CapturedLaunch(**launch), gmem, costs or cost_table.load())
+    if timed.status != "completed":
+        raise RuntimeError(f"the frozen launch did not complete on this engine: {timed.status}: {timed.message[:300]}")
+    return round(timed.per_call_us, 4)
+
+
 def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Path | None = None,
                 third: Path | None = None) -> dict:
     """The points file, with each point's place in its family's version log ("order") and only the points that are
@@ -456,8 +518,12 @@ def run(sources: str, jobs: int = 1, refit: bool = True, points_path: Path = POI
         for key in ("timed_prior_us", "timed_fitted_us"):
             if any(r.get(key) for r in rows):
                 summary[f"{point_set}:{key}"] = judge_set(rows, data[point_set], key)
+    # the canary, with the table of the timed_fitted_us column (the prior one where nothing was fitted)
+    table = {**switches, **fitted_overrides} if refit else {**cost_table.load(prior=True).prior_values(), **switches}
+    sentinel = {"launch": str(SENTINEL_LAUNCH.relative_to(REPO)), **SENTINEL,
+                "timed_us": sentinel_timed_us(cost_table.load(overrides=table))}
     result = {"label": "timed (the timed emulator) vs measured (B200, GPU MODE leaderboard, public)",
-              "engine": _revision(),
+              "engine": _revision(), "sentinel": sentinel,
               "split": data.get("split", {}), "point_set": point_set, "switches": switches,
               "fitted_overrides": fitted_overrides,
               "fit_trials": trials, "rows": rows, "summary": summary, "seconds": round(time.time() - t0)}
@@ -520,6 +586,12 @@ def band_line(band: dict) -> str:
             f"{band['delta_rms']:.1%} (dual-GEMM version-delta RMS, n={band['delta_n']}) is not a result")
 
 
+def sentinel_line(s: dict) -> str:
+    m, n, k, _ = s["shape"]
+    return (f"{s['config']} at {m}x{n}x{k}, the launch frozen in {s['launch']}, timed {s['timed_us']:.4f} us per call "
+            f"with the fitted table{'; ' + s['note'] if s.get('note') else ''}.")
+
+
 def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = REPORT_MD) -> None:
     Path(json_path).write_text(json.dumps(result, indent=1) + "\n")
     s = result["summary"]
@@ -539,6 +611,8 @@ def write_report(result: dict, json_path: Path = REPORT_JSON, md_path: Path = RE
              "GPU MODE leaderboard times published by the kernels' author, **modeled** = the retired tools/model.py's "
              "predictions, frozen in calibration/b200_points.json (`modeled_us`).", "",
              f"Engine: commit {result.get('engine', 'unknown')}. Split: {result['split'].get('rule', '')}", "",
+             *([f"The engine's canary (tests/calibration/test_timing.py times it again): {sentinel_line(result['sentinel'])}",
+                ""] if "sentinel" in result else []),
              f"Fitted on the fit points: {result['fitted_overrides'] or 'nothing (prior table only)'}.", "",
              "## Summary", "",
              "| | prior table | fitted |", "|---|---|---|"]

@@ -124,8 +124,11 @@ def cached_compile(subdir: str, key_parts, job: dict, worker: Path, worker_flag:
 
 
 def compile_artifacts(submission_path: str, config, sm_count: int | None = None, dsl: str = "default",
-                      variant: str = "tvm_ffi") -> Path:
-    """Directory holding kernel.ptx, kernel.o (variant tvm_ffi) and meta.json; compiled once per key."""
+                      variant: str | None = None) -> Path:
+    """Directory holding kernel.ptx, kernel.o and meta.json; compiled once per key. variant: the host path compiled,
+    "tvm_ffi" or "pointer"; None: default_host_path(), the one custom_kernel compiles in this environment (the DSL
+    refuses a TVM-FFI compile where apache-tvm-ffi is missing)."""
+    variant = variant or default_host_path()
     fields = _config_fields(config)
     key = [source_digest(submission_path, (Path(submission_path).resolve().parent, REPO)),
            sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,

@@ -37,8 +37,9 @@ class Problem:
     config_table: str = "CONFIG_TABLE"
 
     def reference(self):
-        """The problem's reference module (utils.load_reference): generate_input, ref_kernel, check_implementation."""
-        from utils import load_reference
+        """The problem's reference module (problem_files.load_reference): generate_input, ref_kernel,
+        check_implementation."""
+        from problem_files import load_reference
 
         return load_reference(self.name)
 

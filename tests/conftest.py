@@ -28,11 +28,16 @@ the subsystem; hand-written PTX goes through tests/emu/ptx_kit.py (kernel_text, 
   case per feature unmarked, so the quick set still runs the feature once;
 - everything else stays unmarked and runs in the quick set. Check the quick set's time with
   `pytest -q --durations=20` before adding to it: its budget is about 3 minutes on 2 CPUs.
+- a test of a path that exists only with apache-tvm-ffi (the TVM-FFI entry itself, the profile buffer, the GPU probes'
+  compiles) carries `@pytest.mark.needs_tvm_ffi("why")`: skipped, with that reason, where apache-tvm-ffi is missing.
+  Every other test passes there too: `PYTHONPATH=tests/no_tvm_ffi pytest -q` runs the quick set as on such a machine
+  (tests/no_tvm_ffi/sitecustomize.py hides the installed package from every process the run starts).
 - .ci/run runs the slow tests with pytest-xdist, one worker process per CPU (`pytest -q -m slow -n 2`): a test must
   not rely on another having run in its process (session fixtures run once per worker), files shared between
   processes (compile caches) appear whole, by rename; and one test per config (parametrize) rather than one test
   looping over every config, so the workers share the work.
 """
+import importlib.util
 import os
 import shlex
 import sys
@@ -90,6 +95,14 @@ def pytest_collection_modifyitems(config, items):
     config.stash[LEFT_OUT] = [(item.nodeid, getattr(item, "originalname", item.name)) for item in slow]
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker: its controller prints the summary
         config.workeroutput["left_out"] = config.stash[LEFT_OUT]
+
+
+def pytest_runtest_setup(item):
+    """A needs_tvm_ffi test is skipped where apache-tvm-ffi is not found: the same test the CuTe DSL makes before it
+    refuses a TVM-FFI compile (CONFIG_MISSING_TVM_FFI)."""
+    marker = item.get_closest_marker("needs_tvm_ffi")
+    if marker is not None and importlib.util.find_spec("tvm_ffi") is None:
+        pytest.skip(f"apache-tvm-ffi is not installed: {marker.args[0]}")
 
 
 @pytest.hookimpl(optionalhook=True)

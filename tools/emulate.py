@@ -30,7 +30,9 @@ priors; --costs FILE: an overrides file such as tools/profile.py's fit; --cost N
 FILE). It also checks C for the clusters it
 simulates. It prints "timed: X.XX us per call (...; binds: ...)": a timed figure, not a measurement, and the error
 band docs/timing_calibration.md measured for it.
---trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png, a picture of the phases.
+--trace PATH writes a Chrome trace (open in https://ui.perfetto.dev) and PATH.png (matplotlib, the test extra): a row
+per warp role and unit of each simulated CTA, what the warps issue by kind, the call's phases, the binding resources.
+--json PATH writes the timed call (tools/phases.py reads it back).
 --calibration judges the timed emulator on public B200 version logs (calibration/timing.py): every point of
 calibration/b200_points.json timed from its public source in DIR, the fit on the fit points, the report in
 docs/timing_calibration.md (and .json).
@@ -38,6 +40,7 @@ docs/timing_calibration.md (and .json).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -274,6 +277,25 @@ def _other_variants(args) -> list:
     return [v for v in chosen if v["name"] != _adopted_name()]
 
 
+def file_digest(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def timed_record(res, timed, problem: str, submission, overrides: dict, full_grid: bool, seconds: float) -> dict:
+    """What --timing --json writes (tools/phases.py reads it back): the timed call, labelled "timed", with the digests
+    of the submission and the cost table it was timed with."""
+    from emu.timing import costs as cost_table
+
+    return {"label": "timed", "problem": problem, "status": res.status, "config": res.config, "shape": list(res.shape),
+            "mode": res.mode, "per_call_us": round(timed.per_call_us, 3), "kernel_us": round(timed.kernel_us, 3),
+            "start_us": round(timed.start_us, 3), "phases_us": {k: round(v, 3) for k, v in timed.phases_us.items()},
+            "utilisation": {k: round(v, 4) for k, v in timed.utilisation.items()}, "binds": timed.binds,
+            "clusters_simulated": timed.clusters_simulated, "clusters_total": timed.clusters_total,
+            "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
+            "full_grid": full_grid, "submission_sha256": file_digest(submission),
+            "cost_table_sha256": file_digest(cost_table.TABLE), "seconds": round(seconds, 1)}
+
+
 def _timed(args) -> int:
     from emu.timing import costs as cost_table
     from harness.timed import timed_emulate
@@ -302,21 +324,26 @@ def _timed(args) -> int:
     for name, value in sorted(timed.utilisation.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<22} busy {value:6.1%}")
     if args.trace:
+        from emu.timing.trace import phase_bands
+
         Path(args.trace).parent.mkdir(parents=True, exist_ok=True)
         meta = {"label": "timed", "shape": [m, n, k, l], "config": res.config, "line": timed.line()}
         timed.trace.chrome(Path(args.trace), costs.us(1), timed.machine.marks, meta)
-        timed.trace.png(Path(args.trace).with_suffix(".png"))
-        print(f"  trace: {args.trace} (Chrome trace JSON) and {Path(args.trace).with_suffix('.png')}")
+        picture = Path(args.trace).with_suffix(".png")
+        title = (f"timed (the timed emulator: a model of a B200, not a measurement): {args.problem} {m}×{n}×{k}, "
+                 f"{res.config}, {timed.per_call_us:.2f} μs per call\nbinding resources (busiest units): {timed.binds}; "
+                 f"{timed.clusters_simulated} of {timed.clusters_total} clusters simulated (one per wave, with "
+                 f"bandwidth shares)")
+        try:
+            timed.trace.png(picture, costs.us(1), title, phase_bands(timed.start_us, timed.phases_us))
+        except RuntimeError as e:  # matplotlib missing: the JSON is written, the picture cannot be
+            print(f"  trace: {args.trace} (Chrome trace JSON); no picture: {e}")
+            return 2
+        print(f"  trace: {args.trace} (Chrome trace JSON) and {picture}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({
-            "label": "timed", "status": res.status, "config": res.config, "shape": res.shape, "mode": res.mode,
-            "per_call_us": round(timed.per_call_us, 3), "kernel_us": round(timed.kernel_us, 3),
-            "start_us": round(timed.start_us, 3), "phases_us": {k: round(v, 3) for k, v in timed.phases_us.items()},
-            "utilisation": {k: round(v, 4) for k, v in timed.utilisation.items()}, "binds": timed.binds,
-            "clusters_simulated": timed.clusters_simulated, "clusters_total": timed.clusters_total,
-            "waves": timed.waves, "active_sms": timed.active_sms, "costs_overridden": overrides,
-            "full_grid": args.full_grid, "seconds": round(time.time() - t0, 1)}, indent=2))
+        record = timed_record(res, timed, args.problem, args.submission, overrides, args.full_grid, time.time() - t0)
+        Path(args.json).write_text(json.dumps(record, indent=2))
     print(timed.line())
     figures = {_adopted_name(): timed.per_call_us}
     for variant in _other_variants(args):

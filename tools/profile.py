@@ -440,7 +440,8 @@ def write_trace(path: Path, measured: Run, timed: Run, meta: dict, max_ctas: int
     for q in t_ctas.values():
         tr.spans += pb.spans(q, timed.timebase, t_origin, f"timed CTA {q.cta} on SM{q.sm}")
     tr.chrome(path, 1e-3, {}, meta)
-    tr.png(path.with_suffix(".png"), max_ctas=max_ctas)
+    tr.png(path.with_suffix(".png"), 1e-3, f"{measured.label} (median call, {measured.config}) beside timed (the timed "
+           "emulator), CTA by CTA: the phases of the kernel's profile stamps", max_ctas=max_ctas)
 
 
 # ----------------------------------------------------------------------------- measurement (SM100 GPU)

@@ -9,7 +9,8 @@
 #      TORCH_PIP_ARGS="--index-url <PyTorch's CPU wheel index>" bash tools/setup.sh  (README, "Setup").
 #      On a GPU machine, install your CUDA torch first (system-wide is fine): it is reused.
 #   3. pip install -e '.[test]'                        (torch, nvidia-cutlass-dsl>=4.3.5,<4.9, apache-tvm-ffi,
-#                                                       pyyaml, pytest, pytest-xdist, the CUDA binary tool wheels)
+#                                                       pyyaml, pytest, pytest-xdist, matplotlib, the CUDA binary
+#                                                       tool wheels)
 #   4. nvidia-cutlass-dsl==4.3.5 into .venv/dsl435 (--no-deps --target), the leaderboard-era DSL, used as
 #      PYTHONPATH=.venv/dsl435:.venv/dsl435/nvidia_cutlass_dsl/python_packages .venv/bin/python tools/preflight.py --dsl-label 4.3.5
 #      Both entries are needed: 4.8.1's .pth in .venv runs `import nvidia_cutlass_dsl` and puts that package's
@@ -27,7 +28,7 @@ PY="${PYTHON:-python3}"
 VPY=.venv/bin/python
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 read -r -a TORCH_ARGS <<< "${TORCH_PIP_ARGS:-}"
-IMPORTS="import torch, yaml, pytest, xdist, cutlass, tvm_ffi"
+IMPORTS="import torch, yaml, pytest, xdist, cutlass, tvm_ffi, matplotlib"
 stamp=.venv/.setup-stamp
 DSL435=.venv/dsl435
 want="$(cat pyproject.toml tools/setup.sh | sha256sum | cut -d' ' -f1)"

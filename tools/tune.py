@@ -162,7 +162,7 @@ def worker(submission: Path, job_file: Path, result_file: Path) -> None:
         cfg = pickle.loads(job["config"])
         problem = job.get("problem", "nvfp4_dual_gemm")
         import test_benchmark
-        from utils import load_reference
+        from problem_files import load_reference
 
         reference = load_reference(problem)
         # custom_kernel resolves its config through config_for -> CONFIG_TABLE (GEMM_CONFIG_TABLE) on every call

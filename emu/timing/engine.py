@@ -505,7 +505,7 @@ class TimedMachine(IssueMerge, Machine):
             self._track_lookahead(w, ins, cls, *(_tmem_ld_regs(ins) if cls == "tmem_ld" else (srcs, dsts)),
                                   t + issue, start, ready)
         if self.trace is not None:
-            self.trace.busy(w, t, t + issue)
+            self.trace.busy(w, t, t + issue, ins)
 
     @staticmethod
     def _track_lookahead(w, ins, cls, srcs, dsts, issued, start, ready) -> None:

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from calibration import gpu_probes as E  # noqa: E402
 
+# each probe compiles its stub as it does on a GPU, with --enable-tvm-ffi, and is called through that entry
+pytestmark = pytest.mark.needs_tvm_ffi("the probes compile and call their stub kernels through TVM-FFI")
 TMA_IDS = ["m128n64", "m128n128"]
 EPI_IDS = ["m128n64", "m128n128", "m128n64_e16"]
 

@@ -1,5 +1,6 @@
 """The timed emulator's calibration report (docs/timing_calibration.md / .json, written by
-`tools/emulate.py --timing --calibration`): its summary is what its rows say, its rows are the points file's."""
+`tools/emulate.py --timing --calibration`): its summary is what its rows say, its rows are the points file's, and it was
+timed on today's engine (its canary, a frozen launch, times the same again)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,27 @@ REPORT = json.loads(judge.REPORT_JSON.read_text())
 def test_summary_is_recomputed_from_the_stored_rows():
     """The whole summary, the held-out judgement of calibration/heldout.json included, is what the rows say."""
     assert judge.summarize(REPORT["rows"], judge.load_points()["heldout"]) == REPORT["summary"]
+
+
+def test_the_report_was_timed_on_this_engine():
+    """The engine's canary (calibration/timing_sentinel.json.gz: one launch of the kernel, frozen as captured), timed
+    again on the current engine with the cost table, takes the time the report recorded: the timed emulator and its
+    table are the ones the report was timed on. A change to either that moves it makes the report stale: regenerate it
+    (tools/emulate.py --timing --calibration --sources DIR), which records the canary's new time."""
+    stored = REPORT["sentinel"]
+    assert (stored["config"], stored["shape"], stored["launch"]) == (
+        judge.SENTINEL["config"], judge.SENTINEL["shape"], str(judge.SENTINEL_LAUNCH.relative_to(REPO)))
+    now = judge.sentinel_timed_us()
+    assert now == stored["timed_us"], (f"docs/timing_calibration.json is stale: the canary times {now} us on this "
+                                       f"engine, {stored['timed_us']} us when the report was written")
+
+
+def test_the_canary_moves_with_the_engine():
+    """The check above can fail: a cost-table change that moves every timed figure moves the canary too."""
+    from emu.timing import costs as cost_table
+
+    slower = cost_table.load(overrides={"clock_ghz": cost_table.load().clock_ghz * 0.9})
+    assert judge.sentinel_timed_us(slower) > REPORT["sentinel"]["timed_us"]
 
 
 def test_rows_are_the_points_files_points_with_their_split():

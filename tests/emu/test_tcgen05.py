@@ -149,9 +149,9 @@ def test_decode_scale_descriptor():
 
 
 def test_descriptor_rejects_bad_fixed_bits_and_swizzle():
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"bits \[46,49\) must be the fixed constant 0b001"):
         decode_smem_descriptor(AB_DESC & ~(1 << 46))  # version 0
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"swizzling mode 3 is invalid"):
         decode_smem_descriptor((AB_DESC & ~(7 << 61)) | (3 << 61))  # swizzle mode 3 is invalid
 
 
@@ -164,11 +164,11 @@ def test_decode_instr_descriptor(idesc, m, n):
 
 
 def test_instr_descriptor_rejections():
-    with pytest.raises(Unsupported):
+    with pytest.raises(Unsupported, match=r"kind::f16: only kind::mxf4nvf4 is implemented"):
         decode_instr_descriptor(IDESC_128x64, "f16")
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"transpose A/B is not supported for kind::mxf4nvf4"):
         decode_instr_descriptor(IDESC_128x64 | (1 << 15), "mxf4nvf4")  # transpose A: not for mxf4nvf4
-    with pytest.raises(Unsupported):
+    with pytest.raises(Unsupported, match=r"sparse A \(bits \[0,3\)\) is not implemented"):
         decode_instr_descriptor(IDESC_128x64 | (1 << 2), "mxf4nvf4")  # sparse
     assert decode_instr_descriptor(IDESC_128x64 | (1 << 23), "mxf4nvf4").scale_format == "ue8m0"
     assert decode_instr_descriptor(IDESC_128x64 | (2 << 29) | (1 << 4), "mxf4nvf4").a_sf_id == 2
@@ -230,7 +230,7 @@ def test_read_operand_no_swizzle_core_matrices():
 
 def test_read_operand_rejects_k_extent_crossing_the_swizzle_row():
     smem = np.zeros(SMEM_BYTES, np.uint8)
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"operand K extent \[112, 144\) crosses the 128-byte swizzle row"):
         read_operand(lambda a, n: smem[a:a + n], decode_smem_descriptor(desc_at(AB_DESC, 112)), 128, 64, 4)
 
 
@@ -272,33 +272,33 @@ def test_ld_quadrant_rule_and_allocation():
     assert (tmem_load_32x32b(cta, (128 << 16) | col, 3, 1)[:, 0] == np.arange(96, 128)).all()
     assert tcgen05.tmem_ld_first_lane(16, 1, 16, "ld") == (48, True)
     assert tcgen05.tmem_ld_first_lane(32 + 16, 1, 16, "ld") == (48, False)
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"lane offset 16: 32 lanes from there leave the warp's 32-lane quadrant"):
         tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # 32 lanes from offset 16 leave the quadrant
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"columns \[16, 48\) are not inside one tensor-memory allocation"):
         tmem_load_32x32b(cta, col + 16, 0, 32)  # columns 16..47 run past the 32-column allocation
 
 
 def test_alloc_rules():
     cta = make_cluster(1).ctas[0]
     for bad in (16, 48, 1024, 0):
-        with pytest.raises(Hazard):
+        with pytest.raises(Hazard, match=fr"nCols = {bad} must be a power of 2 in \[32, 512\]"):
             tmem_alloc([cta], bad)
     a = tmem_alloc([cta], 128)
     b = tmem_alloc([cta], 256)
     assert (a, b) == (0, 256)
     c = tmem_alloc([cta], 64)
     assert c == 128
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"alloc of 256 columns: not enough free tensor memory .* would block forever"):
         tmem_alloc([cta], 256)  # 64 columns left: would block forever
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"dealloc of \(256, 128\) .*: no such allocation"):
         tmem_dealloc([cta], b, 128)  # wrong column count
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"dealloc address 0x10100: lane field must be 0"):
         tmem_dealloc([cta], (1 << 16) | b, 256)  # lane field set
     tmem_dealloc([cta], b, 256)
     tmem_relinquish([cta])
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"alloc after tcgen05.relinquish_alloc_permit"):
         tmem_alloc([cta], 32)  # permit relinquished
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"exits with tensor memory still allocated: \[\(0, 128\), \(128, 64\)\]"):
         tmem_check_all_freed(cta)
     tmem_dealloc([cta], a, 128)
     tmem_dealloc([cta], c, 64)
@@ -310,7 +310,7 @@ def test_alloc_cta_group_2_same_column_in_both():
     tmem_alloc([ctas[1]], 32)  # only the odd CTA has columns 0..31 taken
     col = tmem_alloc(ctas, 32)
     assert col == 32 and all(any(a.column == 32 for a in c.tmem_allocs) for c in ctas)
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"cta_group::2 needs \[even CTA, its peer\]; got ranks 1, 0"):
         tmem_alloc([ctas[1], ctas[0]], 32)  # the pair must be [even, odd]
 
 
@@ -400,23 +400,34 @@ def _mma(cta, **kw):
     mma_block_scaled([cta], **args)
 
 
-def test_mma_hazards():
+@pytest.mark.parametrize("change, rule", [
+    ({"d_taddr": 64, "accumulate": True},  # accumulating into never-written D
+     r"accumulates into tensor memory columns \[64, 128\) .* that hold no data \(enable-input-d true on unwritten D\)"),
+    ({"sfb_taddr": 265}, r"SFB address 0x109: column 265 is not 2-column \(8-byte\) aligned"),
+    ({"sfa_taddr": 300}, r"SFA: reads tensor memory columns \[300, 304\) .* that hold no data"),  # never written
+    ({"idesc": IDESC_128x64 | (1 << 29)}, r"SFA: scale_vec::4X requires SF_ID = 0, got 1"),  # block16: SF_ID 0
+    ({"d_taddr": 32 << 16}, r"D address 0x200000: lane field must be 0 for M = 128"),
+])
+def test_mma_hazards(change, rule):
+    """Each misuse is refused under its own rule, and the same MMA without it is not."""
     cta = _ready_1cta()
     _mma(cta)  # the baseline is fine
-    with pytest.raises(Hazard):
-        _mma(cta, d_taddr=64, accumulate=True)  # accumulating into never-written D
-    with pytest.raises(Hazard):
-        _mma(cta, sfb_taddr=265)  # SFB must be 2-column aligned
-    with pytest.raises(Hazard):
-        _mma(cta, sfa_taddr=300)  # scale columns never written
-    with pytest.raises(Hazard):
-        _mma(cta, idesc=IDESC_128x64 | (1 << 29))  # SF_ID must be 0 for block16
-    with pytest.raises(Hazard):
-        _mma(cta, d_taddr=(32 << 16))  # D lane must be 0
+    with pytest.raises(Hazard, match=rule):
+        _mma(cta, **change)
+
+
+def test_mma_refuses_scales_not_duplicated_across_the_four_partitions():
+    cta = _ready_1cta()
+    _mma(cta)
     cta.tmem[40, 257] ^= 1  # break the 4-partition duplication of SFA
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"scale factors in columns \[256, 260\) are not duplicated across the four "
+                                     r"32-lane partitions"):
         _mma(cta)
-    with pytest.raises(Unsupported):
+
+
+def test_mma_with_m_256_needs_the_pair():
+    cta = _ready_1cta()
+    with pytest.raises(Unsupported, match=r"cta_group::1 M = 256: only M = 128 \(Layout D\)"):
         _mma(cta, idesc=IDESC_256x64)  # M = 256 needs cta_group::2
 
 
@@ -437,7 +448,7 @@ def test_mma_2cta_needs_scales_in_both_ctas():
                  random_sf(rng, 128), random_sf(rng, 128))
     tmem_copy_32x128b_warpx4(ctas, 256, desc_at(SF_DESC, Stage.SFA_BASE))
     tmem_copy_32x128b_warpx4(ctas[:1], 260, desc_at(SF_DESC, Stage.SFB_BASE))  # SFB copied into the even CTA only
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"SFB: reads tensor memory columns \[260, 262\) of CTA \(1, 0, 0\) that hold no data"):
         mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                          256, 260, False, "mxf4nvf4")
     tmem_copy_32x128b_warpx4(ctas, 260, desc_at(SF_DESC, Stage.SFB_BASE))
@@ -467,7 +478,7 @@ def test_ld_16x256b_fragment():
             i, h, c = r // 4, (r // 2) % 2, r % 2
             assert v[t, r] >> 16 == 48 + t // 4 + 8 * h
             assert v[t, r] & 0xFFFF == col + 8 * i + 2 * (t % 4) + c
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"16x256b by warp 1 at lane offset 24: 16 lanes from there leave the warp's 32-lane quadrant"):
         tmem_load_16x256b(cta, (56 << 16) | col, 1, 1)  # lanes 56..71 cross out of warp 1's quadrant
 
 
@@ -485,5 +496,5 @@ def test_lane_field_above_127_reads_the_warps_quadrant():
     assert v[0, 0] == 16
     v = tmem_load_32x32b(even, (128 + 64) << 16, 2, 1)
     assert (v[:, 0] == np.arange(64, 96)).all()
-    with pytest.raises(Hazard):
+    with pytest.raises(Hazard, match=r"16x256b by warp 0 at lane offset 24: 16 lanes from there leave the warp's 32-lane quadrant"):
         tmem_load_16x256b(odd, (128 + 24) << 16, 0, 1)  # offset 24 + 16 lanes leave the quadrant

@@ -93,9 +93,18 @@ def test_sm_count_override_and_repeat(sub):
 
 
 def test_modified_copy_elsewhere(sub, tmp_path):
+    """A copy with 64 KiB less shared memory to plan with is what gets compiled and launched: its plan's stages, not
+    the original's."""
+    from harness.verdict import load_submission
+
     copy = tmp_path / "sub_copy.py"
-    copy.write_text((ROOT / "submission.py").read_text().replace("THREADS_PER_CTA = 32 * 6", "THREADS_PER_CTA = 32 * 6  # copy"))
-    cap = capture.capture_launch(str(copy), sub.KernelConfig(mma_tile_mn=(128, 64)), *SHAPE, ADDRS)
+    text = (ROOT / "submission.py").read_text()
+    assert text.count("SMEM_CAPACITY = 232448  #") == 1
+    copy.write_text(text.replace("SMEM_CAPACITY = 232448  #", "SMEM_CAPACITY = 232448 - 65536  #"))
+    cfg = sub.KernelConfig(mma_tile_mn=(128, 64))
+    cap = capture.capture_launch(str(copy), cfg, *SHAPE, ADDRS)
+    smaller = load_submission(copy).DualGemmKernel(cfg).plan()["dynamic_smem_bytes"]
+    assert cap.dynamic_smem == smaller < sub.DualGemmKernel(cfg).plan()["dynamic_smem_bytes"]
     assert cap.block == (192, 1, 1)
 
 

@@ -18,10 +18,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from emu.machine import Schedule  # noqa: E402
-from harness.mutants import GEMM_MUTANTS, MUTANTS  # noqa: E402
+from harness.mutants import GEMM_MUTANTS, MUTANTS, beside_the_kernel, problems  # noqa: E402
 from harness.problems import GEMM, get_problem  # noqa: E402
 from harness.verdict import DEFAULT_SCHEDULES, emulate, load_submission  # noqa: E402
-from utils import load_task, task_path  # noqa: E402
+from problem_files import task_path  # noqa: E402
+from utils import load_task  # noqa: E402
 
 SUB = load_submission(REPO / "submission.py")
 PROBLEM = "nvfp4_gemm"
@@ -126,10 +127,12 @@ def test_gemm_mutants_apply_once_and_are_valid_python(tmp_path):
 @pytest.mark.parametrize("mutant", [m if m.name == "gemm_store_wrong_column" else pytest.param(m, marks=pytest.mark.slow)
                                     for m in GEMM_MUTANTS], ids=lambda m: m.name)
 def test_gemm_planted_bug_is_reported(mutant, tmp_path):
-    """By the default verdict (it stops at the first schedule that catches the bug)."""
-    res = emulate(*mutant.shape, config_name=mutant.config, mode="strict", submission=mutant.write(tmp_path),
-                  sm_count=mutant.sm_count, sched_seed=7, problem=PROBLEM)
-    assert mutant.caught(res), f"{mutant.name} ({mutant.kind}) not caught: {res.summary()}"
+    """By the default verdict (it stops at the first schedule that catches the bug), with the failure it states
+    (Mutant.expect), beside the unmutated kernel, which passes at the same shape, inputs, seeds, SM count and
+    schedules."""
+    assert mutant.problem == PROBLEM  # beside_the_kernel runs both as the mutant's problem
+    res, kernel = beside_the_kernel(mutant, tmp_path)
+    assert not problems(mutant, res, kernel), "\n".join(problems(mutant, res, kernel))
 
 
 def test_emulate_cli_takes_the_problem(tmp_path):

@@ -23,7 +23,12 @@ def test_timed_run_of_the_kernel_checks_c_and_accounts_for_its_time(tmp_path):
     res, timed = timed_emulate(256, 256, 512, 1, config_name="m256n64_c2x1_e32_ac")
     assert res.status == "match", res.message
     assert timed.status == "completed"
-    assert timed.per_call_us == pytest.approx(timed.start_us + timed.kernel_us)
+    c = cost_table.load()
+    # the launch carries PDL (the config's default): its CTAs start at the table's PDL start, not after the launch gap
+    assert timed.start_us == pytest.approx(c.pdl_cta_start_us) and c.pdl_cta_start_us != c.launch_gap_us
+    # the kernel lasts at least its tensor core's work: every MMA's busy cycles, the simulated clusters in parallel
+    mma_us = c.us(timed.stats["mma_busy_cycles"] / timed.clusters_simulated)
+    assert mma_us > 0 and timed.kernel_us > mma_us
     assert sum(timed.phases_us.values()) == pytest.approx(timed.kernel_us, rel=0.15)
     assert 0 < timed.utilisation["tensor core"] < 1
     faster, timed_fast = timed_emulate(256, 256, 512, 1, config_name="m256n64_c2x1_e32_ac",

@@ -191,6 +191,7 @@ def test_pointer_fallback_launch_matches(name):
     assert res.status == "match", res.summary() + "\n" + res.message
 
 
+@pytest.mark.needs_tvm_ffi("the TVM-FFI entry this compares the pointer fallback with")
 @pytest.mark.parametrize("name,dsl", [quick_if((n, d), n in QUICK and d == "default")
                                       for d in ["default", "4.3.5"] for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):

@@ -20,7 +20,8 @@ if str(REPO) not in sys.path:
 
 import submission as S  # noqa: E402
 from tools import gemm_submission, preflight  # noqa: E402
-from utils import load_reference, load_task, task_path, verbose_allclose  # noqa: E402
+from problem_files import load_reference, task_path  # noqa: E402
+from utils import load_task, verbose_allclose  # noqa: E402
 
 GEMM = "nvfp4_gemm"
 R = load_reference(GEMM)

@@ -14,8 +14,8 @@ OWN_ROOTS = ("tools/", "emu/", "harness/", "calibration/", "probes/", "tests/", 
 # generated at run time, never tracked (.gitignore): named by the docs as outputs
 GENERATED = ("build/", ".venv/")
 # tests/: one folder per layer (README "Layout") and the package's own files; the shared PTX fixture
-TEST_FOLDERS = ("tests", "tests/emu", "tests/harness", "tests/calibration", "tests/package")
-TEST_KIT = ("tests/emu/ptx_kit.py",)
+TEST_FOLDERS = ("tests", "tests/emu", "tests/harness", "tests/calibration", "tests/package", "tests/no_tvm_ffi")
+TEST_KIT = ("tests/emu/ptx_kit.py", "tests/no_tvm_ffi/sitecustomize.py")  # the PTX fixture; a machine without apache-tvm-ffi
 # leaderboard files written for the runner's tests (tests/harness/test_runner.py): loaded by path as `submission`, as the
 # leaderboard loads one, so not a package
 SUBMISSIONS = "tests/harness/submissions"
@@ -53,8 +53,9 @@ def test_every_path_the_docs_name_exists():
 
 
 def test_probes_live_outside_tests_and_tools_are_user_clis():
-    """tests/ holds pytest files, their fixtures (conftest.py, each folder's __init__.py) and the PTX kit only, in
-    folders that mirror the layers; GPU probes are in probes/, emulator calibration in calibration/."""
+    """tests/ holds pytest files, their fixtures (conftest.py, each folder's __init__.py), the PTX kit, the
+    no-apache-tvm-ffi environment and the runner's test submissions only, in folders that mirror the layers; GPU
+    probes are in probes/, emulator calibration in calibration/."""
     tests = [p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py")
              if p.parent != REPO / SUBMISSIONS]
     assert all(n.rsplit("/", 1)[1].startswith("test_") or n.endswith(("/__init__.py", "/conftest.py")) or n in TEST_KIT

@@ -1,6 +1,7 @@
 """Tests of the scripts (test_correctness.py, test_benchmark.py) and the package plumbing, on the CPU."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -26,7 +27,8 @@ from utils import load_task  # noqa: E402
 
 README_CORRECTNESS = "bash tools/setup.sh && .venv/bin/python test_correctness.py"
 README_TESTS = "bash tools/setup.sh && .venv/bin/python -m pytest -q"
-HARNESS_FILES = ("test_correctness.py", "test_benchmark.py", "reference.py", "utils.py", "task.py", "task.yml")
+HARNESS_FILES = ("test_correctness.py", "test_benchmark.py", "reference.py", "utils.py", "problem_files.py", "task.py",
+                 "task.yml")
 
 
 def run_script(args, cwd=REPO, timeout=600):
@@ -367,28 +369,38 @@ def test_config_kernel_forces_the_config_and_writes_c(monkeypatch):
 
 
 # ------------------------------------------------------------------ test_correctness.py without apache-tvm-ffi
+# A machine without apache-tvm-ffi (the Modal runner; a user with the core packages only): tests/no_tvm_ffi on
+# PYTHONPATH hides the installed package from the process and every process it starts (its sitecustomize.py).
+NO_TVM_FFI = REPO / "tests" / "no_tvm_ffi"
+
+
+def without_tvm_ffi(home: Path) -> dict:
+    """The environment of a process that runs as on a machine without apache-tvm-ffi (the compile cache shared)."""
+    return {"PYTHONPATH": f"{NO_TVM_FFI}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a",
+            "HOME": str(home), **{k: v for k, v in os.environ.items() if k == "EMU_LAUNCH_CACHE"}}
+
+
 def test_correctness_script_takes_the_pointer_launcher_without_tvm_ffi(tmp_path):
-    """Where apache-tvm-ffi is missing (the Modal runner), test_correctness.py's emulated checks capture the pointer
-    fallback custom_kernel takes there. Simulated: a tvm_ffi package that fails to import shadows the real one."""
-    (tmp_path / "tvm_ffi").mkdir()
-    (tmp_path / "tvm_ffi" / "__init__.py").write_text("raise ImportError('apache-tvm-ffi is not installed (simulated)')\n")
-    code = ("import submission as s; from harness.capture import default_host_path; "
-            "print(s.USE_TVM_FFI, default_host_path())")
+    """Where apache-tvm-ffi is missing, neither import nor the DSL's find_spec sees it (the DSL's own test before it
+    refuses a TVM-FFI compile) nor its distribution's metadata, while every other package's is found (the DSL's
+    version keys the compile cache); test_correctness.py's emulated checks capture the pointer fallback custom_kernel
+    takes there."""
+    code = ("import importlib.metadata as m, importlib.util, submission as s; "
+            "from harness.capture import default_host_path, installed_dsl; "
+            "print(importlib.util.find_spec('tvm_ffi'), s.USE_TVM_FFI, default_host_path(), installed_dsl(), "
+            "[d.metadata['Name'] for d in m.distributions()].count('apache-tvm-ffi'))")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                       env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a"})
+                       env=without_tvm_ffi(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split() == ["False", "pointer"]
+    assert p.stdout.split() == ["None", "False", "pointer", importlib.metadata.version("nvidia-cutlass-dsl"), "0"]
 
 
 def test_the_emulator_cli_falls_back_to_the_pointer_launcher_without_tvm_ffi(tmp_path):
     """With only the core packages (no apache-tvm-ffi), tools/emulate.py with no --host-path compiles, captures and
     emulates the launcher custom_kernel takes there (the pointer fallback) instead of failing on the DSL's
     CONFIG_MISSING_TVM_FFI: one config, one schedule, a small shape."""
-    (tmp_path / "tvm_ffi").mkdir()
-    (tmp_path / "tvm_ffi" / "__init__.py").write_text("raise ImportError('apache-tvm-ffi is not installed (simulated)')\n")
-    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "CUTE_DSL_ARCH": "sm_100a",
-           "HOME": str(tmp_path), **{k: v for k, v in os.environ.items() if k == "EMU_LAUNCH_CACHE"}}
     p = subprocess.run([sys.executable, "tools/emulate.py", "--shape", "128,128,256", "--config", "m128n64_c1x1_e32",
-                        "--schedules", "1"], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+                        "--schedules", "1"], cwd=REPO, capture_output=True, text=True, env=without_tvm_ffi(tmp_path),
+                       timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert "pointer fallback" in p.stdout and "emulated MATCH" in p.stdout

@@ -873,3 +873,53 @@ def test_sol_cli_prints_every_benchmark_shape_and_the_geomean(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 + len(sol.benchmark_shapes(REPO / "task.yml")) + 1
     assert out[-1].split()[:2] == ["geomean", f"{sol.SOL_GEOMEAN_US:.3f}"]
+
+
+# ------------------------------------------------------------------ tools/phases.py
+def phase_records(problem: str, per_call: dict) -> list[dict]:
+    """Records as tools/emulate.py --timing --json writes them, one per benchmark shape, timed on today's submission.py
+    and cost table (so tools/phases.py reuses them instead of timing): phases in a fixed proportion of per_call."""
+    from emu.timing import costs as cost_table
+    from tools.emulate import file_digest
+
+    return [{"label": "timed", "problem": problem, "status": "match", "config": f"cfg{i}", "shape": list(shape),
+             "per_call_us": us, "start_us": 0.3, "kernel_us": us - 0.3,
+             "phases_us": {"to first load": 1.0, "to first MMA": 0.5, "mainloop": us - 2.5, "tail": 0.6},
+             "costs_overridden": {}, "full_grid": False, "submission_sha256": file_digest(REPO / "submission.py"),
+             "cost_table_sha256": file_digest(cost_table.TABLE)} for i, (shape, us) in enumerate(per_call.items())]
+
+
+@pytest.mark.parametrize("problem", ["nvfp4_dual_gemm", "nvfp4_gemm"])
+def test_phases_picture_labels_timed_measured_and_speed_of_light(problem, tmp_path, capsys):
+    """tools/phases.py on stored records (no timing): per benchmark shape a timed bar stacked by phase (adding up to
+    the call), the best public entry's measured (B200) bar and the speed of light, each labelled with its number, then
+    the geometric means; the records file is rewritten with one record per shape."""
+    pytest.importorskip("matplotlib", reason="matplotlib (optional; in the test extra) draws the picture")
+    from problem_files import task_path
+    from tools import phases
+
+    shapes = sol.benchmark_shapes(task_path(problem))
+    per_call = {s: 5.0 + i for i, s in enumerate(shapes)}
+    results, out = tmp_path / "r.json", tmp_path / "p.png"
+    stale = dict(phase_records(problem, {shapes[0]: 99.0})[0], submission_sha256="another submission")
+    results.write_text(json.dumps({"records": [stale] + phase_records(problem, per_call)}))
+    assert phases.main(["--problem", problem, "--results", str(results), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    best, best_geo, whose = sol.public_best(problem)
+    sol_us = sol.sol_table(task_path(problem))
+    for s in shapes:
+        assert (f"{s[0]}x{s[1]}x{s[2]}: timed {per_call[s]:.2f} us (cfg{shapes.index(s)}), measured (B200) "
+                f"{best[s]:.2f} us ({whose}), speed of light {sol_us[s]:.3f} us") in printed
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept = json.loads(results.read_text())["records"]
+    assert [r["per_call_us"] for r in kept] == [per_call[s] for s in shapes]  # the stale record was not reused
+    assert all(sum(phases.segments(r)) == pytest.approx(r["per_call_us"]) for r in kept)
+    fig = phases.figure(problem, kept, sol_us, best, best_geo, whose, ["note"])
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    for s in shapes:
+        assert {f"timed\n{per_call[s]:.2f}", f"measured\n(B200)\n{best[s]:.2f}", f"speed of\nlight\n{sol_us[s]:.2f}"} \
+            <= set(labels)
+    assert f"measured\n(B200)\n{best_geo:.2f}" in labels and f"timed\n{sol.geomean(per_call.values()):.2f}" in labels
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-2:] == [
+        f"measured (B200): {whose}, GPU MODE leaderboard", "speed of light (task.yml)"]
