@@ -611,6 +611,9 @@ class Machine:
                     what = f"blocked on {w.blocked_on.describe()}"
                 elif w.sleep_key is not None:
                     what = f"spinning on {w.sleep_key[0].describe()}"
+                    lapped = getattr(w.sleep_key[0], "lapped", {}).get((cta.rank, w.warp_id))
+                    if lapped:
+                        what += f"; {lapped}"
                 else:
                     what = "runnable?"
                 lines.append(f"  CTA{cta.rank} {cta.ctaid} warp {w.warp_id} ({role_of(w.warp_id)}) at {where}: {what}")

@@ -74,6 +74,10 @@ class Mbarrier:
         self.phase_releases = {}
         self.completed_releases = {}
         self.version = 0  # bumped on every state change: wakes warps that spin on this barrier
+        # Warp key -> phases completed when that warp's last parity wait on this barrier succeeded, and the warps whose
+        # wait has been lapped (lapped_wait): the deadlock report names the cause.
+        self.waited = {}
+        self.lapped = {}
 
     def describe(self) -> str:
         return (f"mbarrier CTA{self.cta.rank}+{self.offset:#x} (initialised at PTX line {self.init_line}; phase {self.phase}, waiting for parity "
@@ -109,6 +113,22 @@ class Mbarrier:
 
     def phase_complete(self, parity: int) -> bool:
         return (self.phase & 1) != (parity & 1)
+
+    def lapped_wait(self, key, parity: int) -> str | None:
+        """Why a failing parity wait by warp `key` can never be the wait its warp meant, or None. A parity wait tells
+        only whether the last completed phase has the other parity (PTX ISA 9.7.13.15.16): the phase the warp waits
+        for is the first one, after the phase its last successful wait saw, with this parity; if that phase has
+        completed and a later one too, the barrier has lapped the warp, which now waits for a phase two beyond, one
+        that arrives only if the other threads run on without it. A kernel's own race: a thread fell two phases behind
+        (on a B200 it rarely does; the emulator's schedules find it)."""
+        seen = self.waited.get(key, 0)
+        meant = seen if seen % 2 == parity % 2 else seen + 1
+        if self.phase_complete(parity) or self.phase <= meant + 1:
+            return None
+        return (f"lapped: it waits for parity {parity & 1}, meaning phase {meant} (its last successful wait saw "
+                f"{seen} completed), but phases {meant} and {meant + 1} have completed since: the barrier ran two "
+                f"phases ahead of this warp, which now waits for phase {meant + 2} (the kernel's own race: a parity "
+                f"wait tells only the last phase's parity, PTX ISA 9.7.13.15.16)")
 
 
 def warp_key(warp) -> tuple:

@@ -5,7 +5,8 @@ import numpy as np
 
 from .isa import BLOCK, Control, family, unsupported
 from .machine import role_of
-from .mbarrier import INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal
+from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal,
+                       warp_key)
 from .ops_async import on_shared_write
 from .ordering import generic_write
 from .ptx import Sink, Vec
@@ -307,6 +308,12 @@ class MbarrierOps:
             done[lane] = bar.phase_complete(int(parity[lane]))
             if done[lane]:
                 note_acquire(bar, w)
+                bar.waited[warp_key(w)] = bar.phase
+                bar.lapped.pop(warp_key(w), None)
+            else:
+                why = bar.lapped_wait(warp_key(w), int(parity[lane]))
+                if why:
+                    bar.lapped[warp_key(w)] = why
             last = bar
         w.write(p_op, done, "pred", mask)
         if not done[mask].any():

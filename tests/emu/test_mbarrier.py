@@ -53,6 +53,42 @@ SPIN:
     assert "1 of 2 arrivals pending" in msg and "waiting for parity 0" in msg
 
 
+def test_a_wait_the_barrier_ran_two_phases_past_is_named_as_lapped():
+    """A parity wait sees only the last phase's parity (PTX ISA 9.7.13.15.16): a warp whose phase completed and then
+    one more while it was not waiting spins for a phase two beyond. jIab-b/nvfp4_gemm's s_128t.py does this (every
+    thread waits on the MMA barrier each k-block; thread 0 issues the next MMA after its own wait): the deadlock report
+    says why, not only where."""
+    bar = Mbarrier(SimpleNamespace(rank=0), 0, 1, 1)
+    assert bar.lapped_wait((0, 1), 0) is None  # phase 0 not complete yet: an ordinary wait
+    bar.arrive(1)
+    assert bar.phase_complete(0) and bar.lapped_wait((0, 1), 0) is None  # its phase completed: the wait succeeds
+    bar.arrive(1)
+    assert "phases 0 and 1 have completed" in bar.lapped_wait((0, 1), 0)
+    assert bar.lapped_wait((0, 1), 1) is None  # parity 1 = phase 1: complete, the wait succeeds
+    bar.waited[(0, 1)] = 2  # a warp that saw both phases waits for phase 2: not lapped
+    assert bar.lapped_wait((0, 1), 0) is None
+
+    body = STORE_TID + """
+    mov.u32 %r9, smem;
+    setp.ne.u32 %p3, %r1, 0;
+    @%p3 bra SYNC;
+    mov.b32 %r2, 1;
+    mbarrier.init.shared.b64 [%r9], %r2;
+    mbarrier.arrive.shared.b64 %rd5, [%r9];
+    mbarrier.arrive.shared.b64 %rd5, [%r9];
+SYNC:
+    bar.sync 0;
+    setp.lt.u32 %p4, %r1, 32;
+    @%p4 bra END;
+""" + WAIT + """END:
+    ret;
+"""
+    with pytest.raises(Deadlock) as e:
+        run_ptx(kernel_text(body), threads=64)
+    msg = str(e.value)
+    assert "warp 1" in msg and "lapped" in msg and "phases 0 and 1 have completed" in msg, msg
+
+
 def test_probe_then_arrive_then_probe_is_not_a_deadlock():
     # a warp that finds a barrier incomplete, arrives itself, and probes again makes progress
     out, _ = run_ptx(kernel_text(STORE_TID + """
