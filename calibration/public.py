@@ -142,7 +142,8 @@ def select(points: list[dict], which: str) -> list[dict]:
 # ----------------------------------------------------------------------------- every public file, at small and benchmark shapes
 def task_shapes(problem: str) -> tuple[tuple, list]:
     """(the smallest test shape, the benchmark shapes) of the problem's task.yml."""
-    from utils import load_task, task_path
+    from problem_files import task_path
+    from utils import load_task
 
     task = load_task(task_path(problem))
     shape = lambda c: (c["m"], c["n"], c["k"], c["l"])  # noqa: E731

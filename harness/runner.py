@@ -485,7 +485,7 @@ class Worker:
             self.failed(e)
 
     def problem_dir(self) -> Path:
-        from utils import problem_dir
+        from problem_files import problem_dir
 
         return problem_dir(self.problem.name)
 

@@ -360,6 +360,12 @@ def dry_run(args) -> dict:
     t0 = time.time()
     sub = preflight.load_submission(args.submission)
     shapes = sol.benchmark_shapes(Path(args.task))
+    if getattr(args, "shapes", None):
+        asked = [tuple(int(x) for x in item.split(",")) for item in args.shapes.split(";") if item]
+        unknown = [a for a in asked if not any(s[:3] == a[:3] for s in shapes)]
+        if unknown:
+            raise SystemExit(f"tune --dry-run: {unknown} not among the benchmark shapes {[s[:3] for s in shapes]}")
+        shapes = [s for s in shapes if any(s[:3] == a[:3] for a in asked)]
     wanted = [n for n in (args.configs or "").split(",") if n]
     problem = args.problem
     cands = {s: [c for c in candidates(sub, s, problem) if not wanted or c.name in wanted] for s in shapes}
@@ -489,6 +495,8 @@ def main(argv=None) -> int:
                          "(default: the worst case over them), none (the adopted engine alone), or names")
     ap.add_argument("--configs", default=None, metavar="NAME,...",
                     help="with --dry-run: only these candidate configs")
+    ap.add_argument("--shapes", default=None, metavar="M,N,K;...",
+                    help="with --dry-run: only these benchmark shapes (e.g. '512,4096,7168;512,3072,7168')")
     ap.add_argument("--any-device", action="store_true",
                     help="skip the SM100 check (tests the orchestration with a stand-in; its numbers say nothing of a B200)")
     args = ap.parse_args(argv)

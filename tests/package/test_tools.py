@@ -561,6 +561,16 @@ def test_tune_drops_failing_configs_and_writes_the_fastest_correct(tmp_path):
     assert "dropped" in p.stdout
 
 
+@needs_dsl
+def test_tune_dry_run_shapes_narrows_to_benchmark_shapes_only(tmp_path):
+    """--shapes ranks a subset of the benchmark shapes; a shape that is not one of them is refused before any compile."""
+    (tmp_path / "task.yml").write_text(DRY_TASK)
+    p = run(REPO / "tools" / "tune.py", "--dry-run", "--task", tmp_path / "task.yml", "--shapes", "512,4096,7168",
+            "--json", tmp_path / "dry.json", timeout=300)
+    assert p.returncode != 0 and "not among the benchmark shapes" in p.stdout + p.stderr
+    assert not (tmp_path / "dry.json").exists()
+
+
 def test_tune_refuses_without_sm100(tmp_path):
     (tmp_path / "submission.py").write_text(FAKE_SUB)
     (tmp_path / "task.yml").write_text('benchmarks:\n  - {"m": 8, "n": 16, "k": 256, "l": 1, "seed": 7}\n')
