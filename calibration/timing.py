@@ -136,25 +136,18 @@ def load_points(path: Path = POINTS, heldout: Path | None = HELDOUT, second: Pat
     data = json.loads(Path(path).read_text())
     data["points"] = [dict(p, order=i, author=p.get("author", "gau-nernst")) for i, p in enumerate(data["points"])
                       if p.get("use", True) and p.get("runnable", True)]
-    if second is not None:
-        declared2 = json.loads(Path(second).read_text())
-        records = {p["id"]: p for p in data.get("novus677_points", [])}
+    # the declared sets, in this order: heldout2's and heldout3's points are records of the points file (named by id),
+    # heldout.json's new points are its own
+    records = {p["id"]: p for p in data.pop("novus677_points", []) + data.pop("heldout3_points", [])}
+    for name, declared_path, split in (("heldout2", second, "holdout2"), ("heldout", heldout, "holdout"),
+                                       ("heldout3", third, "holdout3")):
+        if declared_path is None:
+            continue
+        declared = json.loads(Path(declared_path).read_text())
+        new = declared["new_points"] if name == "heldout" else [records[i] for i in declared["points"]]
         start = len(data["points"])
-        data["points"] += [dict(records[i], order=start + j, split="holdout2") for j, i in enumerate(declared2["points"])]
-        data["heldout2"] = declared2
-    data.pop("novus677_points", None)
-    if heldout is not None:
-        declared = json.loads(Path(heldout).read_text())
-        start = len(data["points"])
-        data["points"] += [dict(p, order=start + i, split="holdout") for i, p in enumerate(declared["new_points"])]
-        data["heldout"] = declared
-    if third is not None:
-        declared3 = json.loads(Path(third).read_text())
-        records = {p["id"]: p for p in data.get("heldout3_points", [])}
-        start = len(data["points"])
-        data["points"] += [dict(records[i], order=start + j, split="holdout3") for j, i in enumerate(declared3["points"])]
-        data["heldout3"] = declared3
-    data.pop("heldout3_points", None)
+        data["points"] += [dict(p, order=start + j, split=split) for j, p in enumerate(new)]
+        data[name] = declared
     data["points"] = [dict(p, measured_us=judged_value(p)) for p in data["points"]]
     return data
 
