@@ -319,6 +319,8 @@ _TUNE_TILES = (
     ((256, 64), (2, 1)),
     ((256, 128), (2, 1)),
     ((256, 64), (2, 2)),
+    # issue 29 lever 1: A multicast to the N-neighbour pair on the 512-row shapes' tile (half the L2 reads of A)
+    ((256, 128), (2, 2)),
 )
 TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, cluster in _TUNE_TILES) + tuple(
     KernelConfig(mma_tile_mn=tile, **variant)
