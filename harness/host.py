@@ -195,10 +195,11 @@ def prime_kernel(lib, ptx: str, resources: dict) -> None:
     static = resources["static_smem"]
     ctypes.c_int.in_dll(lib, "emu_kernel_static_smem").value = -1 if static is None else static
     ctypes.c_int.in_dll(lib, "emu_kernel_registers").value = resources["registers"] or -1
-    reqntid = (ctypes.c_uint * 3).in_dll(lib, "emu_kernel_reqntid")
-    m = re.search(r"\.reqntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", ptx)
-    for i, v in enumerate(m.groups() if m else (0, 0, 0)):
-        reqntid[i] = int(v)
+    for directive in ("reqntid", "reqnctapercluster"):  # the block and the compile-time cluster shape, 0: none
+        dims = (ctypes.c_uint * 3).in_dll(lib, f"emu_kernel_{directive}")
+        m = re.search(rf"\.{directive}\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", ptx)
+        for i, v in enumerate(m.groups() if m else (0, 0, 0)):
+            dims[i] = int(v)
 
 
 def prime_stubs(lib, ptx: str, resources: dict) -> None:
@@ -227,11 +228,9 @@ def _launch_fields(lib, params: list) -> dict:
     for _, size, _, _ in params:
         blobs.append(raw[off:off + size])
         off += size
-    cluster = (1, 1, 1)
-    for aid, val in attrs:
-        if aid == CLUSTER_DIM_ATTR:
-            cluster = tuple(int.from_bytes(val[4 * j:4 * j + 4], "little") for j in range(3))
-    return {"grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z), "cluster": cluster,
+    cluster = _Dim3.in_dll(lib, "emu_cluster")  # as the stand-ins' launch check settled it (attribute or compile time)
+    return {"grid": (grid.x, grid.y, grid.z), "block": (block.x, block.y, block.z),
+            "cluster": (cluster.x, cluster.y, cluster.z),
             "dynamic_smem": ctypes.c_size_t.in_dll(lib, "emu_dynamic_smem").value, "attrs": attrs, "blobs": blobs}
 
 

@@ -52,10 +52,12 @@ int emu_num_params = 0;
 int emu_param_sizes[EMU_MAX_PARAMS];
 int emu_device_attr_values[256];      /* cudaDeviceGetAttribute answers, by attribute id (-1: unknown) */
 int emu_kernel_attr_values[64];       /* cuKernelGetAttribute answers, by attribute id (-1: unknown) */
-/* The launched kernel's resources (from its cubin; -1: unknown) and its .reqntid (0: none). */
+/* The launched kernel's resources (from its cubin; -1: unknown), its .reqntid and its compile-time cluster shape
+ * (.reqnctapercluster: CUDA's __cluster_dims__), 0: none. */
 int emu_kernel_static_smem = -1;
 int emu_kernel_registers = -1;
 emu_dim3 emu_kernel_reqntid = {0, 0, 0};
+emu_dim3 emu_kernel_reqnctapercluster = {0, 0, 0};
 /* B200 (sm_100) limits the launch stand-in enforces (set by harness/capture.py: B200_LIMITS, with its sources). */
 int emu_limit_threads_per_block, emu_limit_block_x, emu_limit_block_y, emu_limit_block_z;
 long emu_limit_grid_x;
@@ -79,6 +81,7 @@ int emu_library_loads = 0;
 char emu_kernel_name[4096];
 int emu_launches = 0;
 emu_dim3 emu_grid, emu_block;
+emu_dim3 emu_cluster; /* the launch's cluster shape: its attribute, the kernel's compile-time shape, or 1 x 1 x 1 */
 size_t emu_dynamic_smem = 0;
 unsigned emu_num_attrs = 0;
 emu_launch_attr emu_attrs[16];
@@ -227,9 +230,24 @@ static int emu_set_func_attr(const void *func, int attr, int value) {
 /* What the CUDA runtime checks before it launches on a B200; 0 or the error it would return, with the broken
  * limit in emu_refusal. Limits: emu_limit_* (harness/capture.py B200_LIMITS cites them). */
 static int emu_check_launch(const emu_launch_config *config) {
-    emu_dim3 g = config->grid, b = config->block, c = {1, 1, 1};
+    emu_dim3 g = config->grid, b = config->block, c = {1, 1, 1}, r = emu_kernel_reqnctapercluster;
+    int asked = 0;
     for (unsigned i = 0; i < config->num_attrs; i++)
-        if (config->attrs[i].id == LAUNCH_ATTR_CLUSTER_DIMENSION) memcpy(&c, config->attrs[i].val, sizeof c);
+        if (config->attrs[i].id == LAUNCH_ATTR_CLUSTER_DIMENSION) {
+            memcpy(&c, config->attrs[i].val, sizeof c);
+            asked = 1;
+        }
+    /* a kernel compiled with a cluster shape (PTX ISA 11.4: .reqnctapercluster; CUDA's __cluster_dims__) launches in
+     * clusters of that shape, with <<<>>> too; a launch may not ask for another (CUDA C++ Programming Guide, "Thread
+     * Block Clusters": the compile-time cluster size cannot be modified at launch) */
+    if (r.x) {
+        if (asked && (c.x != r.x || c.y != r.y || c.z != r.z))
+            return emu_refuse(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                              "a cluster of %ld CTAs asked at launch, but the kernel's compile-time cluster "
+                              "(.reqnctapercluster, __cluster_dims__) is %ld x %ld x %ld",
+                              (long)c.x * c.y * c.z, r.x, r.y, r.z);
+        c = r;
+    }
     long threads = (long)b.x * b.y * b.z;
     if (!b.x || !b.y || !b.z || !g.x || !g.y || !g.z)
         return emu_refuse(CUDA_ERROR_INVALID_CONFIGURATION, "empty grid or block (grid %ld CTAs, block %ld threads)",
@@ -281,6 +299,7 @@ static int emu_check_launch(const emu_launch_config *config) {
     if (g.x % c.x || g.y % c.y || g.z % c.z)
         return emu_refuse(CUDA_ERROR_INVALID_CLUSTER_SIZE, "grid %ld x %ld x %ld is not a multiple of the cluster shape",
                           g.x, g.y, g.z, 0);
+    emu_cluster = c;
     return 0;
 }
 

@@ -186,10 +186,11 @@ def prime(lib, ptx=STUB_PTX, registers=110, static=1024, max_dynamic=231424, non
 
 
 def try_launch(lib, grid=(2, 1, 1), block=(192, 1, 1), smem=200000, cluster=(1, 1, 1)):
+    """A cudaLaunchKernelEx of the primed kernel; cluster=None: no cluster attribute (as a <<<>>> launch)."""
     attr = LaunchAttr()
     attr.id = host.CLUSTER_DIM_ATTR
-    struct.pack_into("<III", attr.val, 0, *cluster)
-    cfg = LaunchConfig(Dim3(*grid), Dim3(*block), smem, None, ctypes.pointer(attr), 1)
+    struct.pack_into("<III", attr.val, 0, *(cluster or (1, 1, 1)))
+    cfg = LaunchConfig(Dim3(*grid), Dim3(*block), smem, None, ctypes.pointer(attr), 0 if cluster is None else 1)
     param = ctypes.c_uint64(0)
     args = (ctypes.c_void_p * 1)(ctypes.addressof(param))
     rc = lib._cudaLaunchKernelEx(ctypes.addressof(cfg), None, ctypes.addressof(args))
@@ -219,6 +220,30 @@ def test_stand_ins_refuse_what_a_b200_refuses(stubs, kwargs, prime_kw, code, wor
     prime(stubs, **prime_kw)
     rc, refusal = try_launch(stubs, **kwargs)
     assert rc == code and words in refusal, (rc, refusal)
+
+
+CLUSTER_PTX = STUB_PTX.replace(".reqntid 192, 1, 1\n", ".reqntid 192, 1, 1\n.explicitcluster\n.reqnctapercluster 2, 1, 1\n")
+
+
+@pytest.mark.parametrize("grid, cluster, code, words, launched", [
+    ((4, 1, 1), None, 0, "", (2, 1, 1)),  # <<<>>>: the compile-time shape (gau-nernst's v2: __cluster_dims__(2, 1, 1))
+    ((4, 1, 1), (2, 1, 1), 0, "", (2, 1, 1)),  # the same shape asked again
+    ((4, 1, 1), (1, 1, 1), 913, "compile-time cluster", None),
+    ((3, 1, 1), None, 913, "not a multiple of the cluster", None),
+])
+def test_a_compile_time_cluster_shape_is_the_launch_s(stubs, grid, cluster, code, words, launched):
+    """PTX ISA 11.4 .reqnctapercluster (CUDA's __cluster_dims__): the launch runs in clusters of that shape with or
+    without a cluster attribute, and may not ask for another."""
+    prime(stubs, ptx=CLUSTER_PTX)
+    rc, refusal = try_launch(stubs, grid=grid, cluster=cluster)
+    assert rc == code and words in refusal, (rc, refusal)
+    if launched:
+        c = Dim3.in_dll(stubs, "emu_cluster")
+        assert (c.x, c.y, c.z) == launched
+    prime(stubs)  # the fixture's other tests: no compile-time shape
+    assert try_launch(stubs, cluster=None) == (0, "")
+    c = Dim3.in_dll(stubs, "emu_cluster")
+    assert (c.x, c.y, c.z) == (1, 1, 1)
 
 
 def test_non_portable_cluster_needs_the_attribute(stubs):
