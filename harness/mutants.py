@@ -369,8 +369,16 @@ def beside_the_kernel(mutant: Mutant, directory: Path, sched_seed: int = 7, sche
                 problem=mutant.problem)
     res = emulate(*mutant.shape, submission=mutant.write(directory), schedules=schedules,
                   stop_at_failure=stop_at_failure, **same)
-    kernel = emulate(*mutant.shape, schedules=[r.schedule for r in res.runs] or 1, **same)
-    return res, kernel
+    ran = tuple(r.schedule for r in res.runs) or 1
+    key = (tuple(mutant.shape), ran, tuple(sorted(same.items())))
+    if key not in KERNEL_VERDICTS:  # many planted bugs share a config, shape and schedules: the kernel runs once
+        KERNEL_VERDICTS[key] = emulate(*mutant.shape, schedules=list(ran) if ran != 1 else 1, **same)
+    return res, KERNEL_VERDICTS[key]
+
+
+# the unmutated kernel's verdicts beside_the_kernel has made in this process, by (shape, schedules, settings):
+# submission.py does not change while a process plants bugs in copies of it
+KERNEL_VERDICTS = {}
 
 
 def problems(mutant: Mutant, res, kernel) -> list[str]:
