@@ -426,7 +426,7 @@ class _Rendezvous:
 
 @family("tcgen05")
 class Tcgen05:
-    FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "cp", "ld", "wait::ld", "wait::st", "commit",
+    FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "cp", "ld", "st", "wait::ld", "wait::st", "commit",
              "fence::before_thread_sync", "fence::after_thread_sync"}
 
     @staticmethod
@@ -453,12 +453,12 @@ class Tcgen05:
             if mods - {f"cta_group::{n}", "32x128b", "warpx4"} or "32x128b" not in mods or "warpx4" not in mods:
                 raise unsupported(ins)
             return ("cp", n)
-        if op == "ld":
+        if op in ("ld", "st"):
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
             num = next((m for m in mods if m.startswith("x") and m[1:].isdigit()), None)
             if shape not in ("32x32b", "16x256b") or num is None or mods - {"sync", "aligned", shape, num, "b32"}:
                 raise unsupported(ins)
-            return ("ld", int(num[1:]), shape)
+            return (op, int(num[1:]), shape)
         if op == "commit":
             known = {f"cta_group::{n}", "mbarrier::arrive::one", "shared::cluster", "multicast::cluster", "b64"}
             if mods - known:
@@ -708,8 +708,32 @@ def _tc_ld(ex, w, ins, mask):
     return None
 
 
+def _tc_st(ex, w, ins, mask):
+    """tcgen05.st.sync.aligned.{32x32b,16x256b}.xN (emu.tcgen05.tmem_store): the registers are read at issue; the
+    write is asynchronous until the warp's tcgen05.wait::st (PTX ISA 9.7.16.8.4, 9.7.16.8.5), so the emulator makes
+    it there, as late as the ISA allows: tensor memory read before it (by this warp or, without the wait and a
+    synchronisation, by any other) holds what it held before."""
+    _check_whole_warp(w, ins, mask)
+    num, shape = ins.info[1], ins.info[2]
+    regs = ins.operands[1].items if isinstance(ins.operands[1], Vec) else (ins.operands[1],)
+    if len(regs) != num * (4 if shape == "16x256b" else 1):
+        raise Hazard(f"{ins.opcode}: {len(regs)} source registers for .{shape}.x{num}")
+    taddr = lane_addresses(ex, w, ins.operands[0], 32)
+    first = _lane(mask)[0]
+    if (taddr[mask] != taddr[first]).any():
+        raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
+    values = np.stack([w.read(r, "b32", ex) for r in regs], axis=1).astype(np.uint32)  # [32 threads, registers]
+    ordering.issued(ex, w, ins, "st")
+    w.pending_tmem_st.append((int(taddr[first]), num, shape, values))
+    return None
+
+
 def _tc_wait(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
+    if ins.info[0] == "wait::st":
+        for taddr, num, shape, values in w.pending_tmem_st:
+            tcgen05.tmem_store(w.cta, taddr, w.warp_id % 4, num, shape, values)
+        w.pending_tmem_st.clear()
     if ins.info[0] == "wait::ld":
         for pending in list({id(p): p for p in w.pending_tmem_ld.values()}.values()):
             pending.finish()
@@ -725,7 +749,7 @@ def _tc_fence(ex, w, ins, mask):
 
 
 _TC = {"alloc": _tc_alloc, "dealloc": _tc_dealloc, "relinquish_alloc_permit": _tc_relinquish, "mma": _tc_mma,
-       "cp": _tc_cp, "commit": _tc_commit, "ld": _tc_ld, "wait::ld": _tc_wait, "wait::st": _tc_wait,
+       "cp": _tc_cp, "commit": _tc_commit, "ld": _tc_ld, "st": _tc_st, "wait::ld": _tc_wait, "wait::st": _tc_wait,
        "fence::before_thread_sync": _tc_fence, "fence::after_thread_sync": _tc_fence}
 
 

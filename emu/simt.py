@@ -69,6 +69,7 @@ class Warp:
         self.known: dict = {}  # CTA rank -> machine clock up to which this warp has observed that CTA's releases
         self.seen: dict = {}  # (CTA rank, warp id) -> latest clock of that warp's actions ordered before this warp's
         self.pending_tmem_ld: dict = {}  # register name -> an unfinished tcgen05.ld (see ops_async._tc_ld)
+        self.pending_tmem_st: list = []  # tcgen05.st not yet waited for (ops_async._tc_st): written at wait::st
         self.barriers_joined: set = set()  # named barriers this warp has arrived at (ops_control, ops_async)
         self.setmaxnreg_log: list = []  # the setmaxnreg this warp executed, in order (ops_control)
         self.last_line = 0

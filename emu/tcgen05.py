@@ -581,6 +581,25 @@ def tmem_load_16x256b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int)
     return cta.tmem[lanes, cols].copy()
 
 
+def tmem_store(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape: str, values: np.ndarray) -> None:
+    """tcgen05.st.sync.aligned.{32x32b,16x256b}.x{num}.b32: the inverse of tcgen05.ld of the same shape (PTX ISA
+    9.7.16.8.4: "the same ... matrix fragments" as tcgen05.ld, 9.7.16.2.3.1), `values` [32 threads, registers] uint32
+    written where the load of that shape would read them; the same quadrant rule (tmem_ld_first_lane)."""
+    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise Hazard(f"tcgen05.st.{shape}.x{num}: .num must be a power of two in [1, 128]")
+    lane_field, col = split_taddr(taddr)
+    rows = 16 if shape == "16x256b" else 32
+    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, rows, f"tcgen05.st.{shape}")
+    if shape == "16x256b":
+        _check_allocated(cta, col, 8 * num, "tcgen05.st")
+        t = np.arange(32)[:, None]
+        r = np.arange(4 * num)[None, :]
+        cta.tmem[lane + t // 4 + 8 * ((r // 2) % 2), col + 8 * (r // 4) + 2 * (t % 4) + r % 2] = values
+    else:
+        _check_allocated(cta, col, num, "tcgen05.st")
+        cta.tmem[lane:lane + 32, col:col + num] = values
+
+
 # --------------------------------------------------------------------------------------------------
 # tcgen05.alloc / dealloc / relinquish_alloc_permit (PTX ISA 9.7.16.7.1; CUTLASS tmem_allocator_sm100.hpp)
 # --------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from emu.tcgen05 import (
     tmem_load_16x256b,
     tmem_load_32x32b,
     tmem_relinquish,
+    tmem_store,
 )
 
 SMEM_BYTES = 200 * 1024
@@ -498,3 +499,50 @@ def test_lane_field_above_127_reads_the_warps_quadrant():
     assert (v[:, 0] == np.arange(64, 96)).all()
     with pytest.raises(Hazard, match=r"16x256b by warp 0 at lane offset 24: 16 lanes from there leave the warp's 32-lane quadrant"):
         tmem_load_16x256b(odd, (128 + 24) << 16, 0, 1)  # offset 24 + 16 lanes leave the quadrant
+
+
+# ------------------------------------------------------------------ tcgen05.st
+@pytest.mark.parametrize("shape, num, per_rep", [("32x32b", 4, 1), ("16x256b", 2, 4)])
+def test_st_writes_what_ld_of_the_same_shape_reads(shape, num, per_rep):
+    """PTX ISA 9.7.16.8.4: tcgen05.st moves the same matrix fragments as tcgen05.ld of its shape, the other way."""
+    cta = Cta((0, 0, 0), 0, None, np.zeros(1024, np.uint8))
+    col = tmem_alloc([cta], 32)
+    values = np.arange(32 * num * per_rep, dtype=np.uint32).reshape(32, num * per_rep) + 7
+    tmem_store(cta, (32 << 16) | col, 1, num, shape, values)  # warp 1: its quadrant, lanes 32..
+    load = tmem_load_16x256b if shape == "16x256b" else tmem_load_32x32b
+    assert (load(cta, (32 << 16) | col, 1, num) == values).all()
+    assert (cta.tmem[:32] == POISON_WORD).all()  # warp 0's quadrant untouched
+    with pytest.raises(Hazard, match="quadrant"):
+        tmem_store(cta, (16 << 16) | col, 0, num, "32x32b", values[:, :num])
+
+
+ST_THEN_LD = """
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 32;
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    add.u32 %r2, %r1, 100;
+    tcgen05.st.sync.aligned.32x32b.x1.b32 [%r20], {%r2};
+    WAIT_ST
+    tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r3}, [%r20];
+    tcgen05.wait::ld.sync.aligned;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
+    tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+    ret;
+"""
+
+
+def test_st_lands_at_wait_st():
+    """tcgen05.st is asynchronous until tcgen05.wait::st (PTX ISA 9.7.16.8.5): after the wait a load reads the stored
+    words; without it, what the columns held before (the emulator writes as late as the ISA allows)."""
+    from tests.emu.ptx_kit import kernel_text, run_ptx
+
+    ran = run_ptx(kernel_text(ST_THEN_LD.replace("WAIT_ST", "tcgen05.wait::st.sync.aligned;")), threads=32)
+    assert (ran.words[:32] == np.arange(32) + 100).all()
+    ran = run_ptx(kernel_text(ST_THEN_LD.replace("    WAIT_ST\n", "")), threads=32)
+    assert (ran.words[:32] == POISON_WORD).all()
