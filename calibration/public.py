@@ -18,6 +18,7 @@ them. Tests and tools skip a point whose file is absent, with that reason.
     python -m calibration.public run --points all|fit|holdout|holdout2|holdout3|ID,... [--shape M,N,K]
                                      [--modes leaderboard,strict] [--schedules N] [--timing]
     python -m calibration.public table [--clusters N] [--benchmarks breadth|all|none] [--reports R.json ...]
+                                       [--only TEXT]
 Without --shape a point runs at its benchmark shape (with --timing: the timed emulator, as calibration/timing.py
 times it); with --shape every selected point's file runs at that shape (functional verdict). One line per run.
 `table` runs every public file (the points' and calibration/public_files.json's) at its problem's smallest test shape
@@ -165,9 +166,11 @@ def public_files() -> list[dict]:
     return list(out.values())
 
 
-def table(sources=None, clusters: int = 2, benchmarks: str = "breadth", progress=print) -> list[dict]:
-    """Run every public file (module docstring's `table`); a row per file with each run's verdict. benchmarks:
-    "breadth" (the benchmark shapes of the files that are not points), "all" or "none"."""
+def table(sources=None, clusters: int = 2, benchmarks: str = "breadth", progress=print, only: str | None = None,
+          done=None) -> list[dict]:
+    """Run every public file (module docstring's `table`), or those whose "owner/name/path" contains `only`; a row per
+    file with each run's verdict. benchmarks: "breadth" (the benchmark shapes of the files that are not points), "all"
+    or "none". done(rows) after each file (the caller writes what is finished, so a stopped run keeps it)."""
     from harness.runner import run_cases
 
     if benchmarks not in ("breadth", "all", "none"):
@@ -175,6 +178,8 @@ def table(sources=None, clusters: int = 2, benchmarks: str = "breadth", progress
     rows = []
     for entry in public_files():
         f, problem = entry["file"], entry["problem"]
+        if only and only not in f"{f.repo}/{f.path}":
+            continue
         small, bench = task_shapes(problem)
         path = f.local(sources_dir(sources))
         row = {"repo": f.repo, "commit": f.commit, "path": f.path, "problem": problem, "author": entry["author"],
@@ -199,7 +204,21 @@ def table(sources=None, clusters: int = 2, benchmarks: str = "breadth", progress
                                     "bridges": [b.split(":")[0].removeprefix("bridge ") for b in res.bridges],
                                     "launches": len(res.launches), "seconds": round(res.seconds, 1)})
                 progress(f"{f.repo}@{f.commit[:8]} {f.path} {res.summary()}")
+        if done:
+            done(rows)
     return rows
+
+
+def merged(rows: list[dict], js: Path = TABLE_JSON) -> list[dict]:
+    """`rows` in place of the same files' rows of the table already written (js), the others kept, in public_files()'s
+    order: a re-run of some files (--only) updates the table."""
+    old = json.loads(js.read_text())["rows"] if Path(js).is_file() else []
+    key = lambda r: (r["repo"], r["commit"], r["path"])  # noqa: E731
+    new = {key(r): r for r in rows}
+    keep = {key(r): r for r in old if key(r) not in new}
+    order = [(e["file"].repo, e["file"].commit, e["file"].path) for e in public_files()]
+    every = {**keep, **new}
+    return [every[k] for k in order if k in every]
 
 
 def timed_checks(reports) -> dict:
@@ -282,6 +301,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=("sources", "run", "table"))
     ap.add_argument("--clusters", type=int, default=2, help="with table: clusters of each launch at benchmark shapes")
+    ap.add_argument("--only", default=None, metavar="TEXT",
+                    help="with table: only the files whose owner/name/path contains TEXT; the table keeps the others' rows")
     ap.add_argument("--benchmarks", choices=("breadth", "all", "none"), default="breadth",
                     help="with table: which files run at the benchmark shapes (breadth: those that are not points)")
     ap.add_argument("--reports", nargs="*", default=[str(REPO / "docs" / "timing_calibration.json")],
@@ -309,8 +330,10 @@ def main(argv=None) -> int:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     if args.command == "table":
-        rows = table(sources, args.clusters, args.benchmarks, lambda line: print(line, flush=True))
-        write_table(rows, timed=timed_checks(args.reports))
+        timed = timed_checks(args.reports)
+        rows = table(sources, args.clusters, args.benchmarks, lambda line: print(line, flush=True), args.only,
+                     lambda done: write_table(merged(done), timed=timed))
+        write_table(merged(rows), timed=timed)
         print(f"wrote {TABLE_MD.relative_to(REPO)}")
         return 0
     shape = tuple(int(x) for x in args.shape.split(",")) + (1,) if args.shape else None

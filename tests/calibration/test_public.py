@@ -219,3 +219,15 @@ def test_table_takes_a_points_benchmark_verdicts_from_its_timed_check(tmp_path):
                                                                      "p-512": ["unchecked", "timing_calibration.json"]}
     with pytest.raises(ValueError, match="breadth, all or none"):
         public.table(benchmarks=True)
+
+
+def test_a_re_run_of_some_files_updates_the_table(tmp_path):
+    """table --only: the files re-run replace their rows, the others stay, in the files' order."""
+    files = [e["file"] for e in public_files()[:3]]
+    row = lambda f, verdict: {"repo": f.repo, "commit": f.commit, "path": f.path, "runs": [verdict]}  # noqa: E731
+    js = tmp_path / "t.json"
+    js.write_text(json.dumps({"rows": [row(files[0], "old"), row(files[1], "old")]}))
+    rows = public.merged([row(files[2], "new"), row(files[0], "new")], js)
+    assert [(r["path"], r["commit"], r["runs"]) for r in rows] == [
+        (files[0].path, files[0].commit, ["new"]), (files[1].path, files[1].commit, ["old"]),
+        (files[2].path, files[2].commit, ["new"])]
