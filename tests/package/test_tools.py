@@ -398,7 +398,7 @@ def test_engine_variants_are_the_adopted_engine_and_the_kept_hypotheses():
 
     kept = variants()
     assert kept[0]["name"] == "B0" and kept[0]["overrides"] == {}
-    assert {v["name"] for v in kept} >= {"B0", "H1 separate", "H1 wide", "H12"}
+    assert {v["name"] for v in kept} >= {"B0", "H1 separate", "H1 wide", "H12", "H9+H10"}
     for v in kept:  # every override names a row of emu/timing/b200.yaml (load refuses another)
         cost_table.load(overrides=v["overrides"])
         assert v["source"]
