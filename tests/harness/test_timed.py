@@ -55,8 +55,11 @@ def test_cli_timing_line_trace_and_json(tmp_path):
     p = subprocess.run([sys.executable, "tools/emulate.py", "--timing", "--shape", "256,256,512", "--trace", str(trace),
                         "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
-    timed_line, band = p.stdout.strip().splitlines()[-2:]
+    timed_line, variants_line, band = p.stdout.strip().splitlines()[-3:]
     assert re.match(r"timed: \d+\.\d\d us per call \(kernel .*binds: .*\)", timed_line), timed_line
+    # the figure under every kept engine variant (calibration/engine_variants.json), the adopted one first
+    assert re.match(r"\s*under the kept engine variants .*: B0 \d+\.\d\d, H1 separate \d+\.\d\d, .* us; worst ",
+                    variants_line), variants_line
     assert "error band (docs/timing_calibration.json" in band and "held-out |error| median" in band, band
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("cat") == "busy" for e in events) and any(e.get("cat") == "tensor core" for e in events)
