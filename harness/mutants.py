@@ -208,7 +208,8 @@ MUTANTS = (
            family="schedule", expect=LD_THEN_MMA + DEADLOCK),
     Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
            "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule",
-           expect=MISMATCH),
+           # emu.ordering names the free at every schedule (the freed columns' poison once showed in one in four)
+           expect=("note:tcgen05-dealloc-while-read",)),
     # ---- wrap: only several tiles per CTA show it (harness.verdict.default_sm_count)
     Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",
            "tTR_tAcc1 = epi.tAcc[(None, None, None, 0, None, self.accs_per_stage * acc_consumer_state.index)]",

@@ -2,11 +2,15 @@
 at a commit of a public repository, and every such file runs unmodified through harness.runner.
 
 The points file and the mapping are checked without any source. The files are not in this repository: the runs (slow)
-read them from the public sources folder ($PUBLIC_SOURCES, default /tmp/public_sources; `python -m calibration.public
-sources` says how to fill it) and skip with the reason where a file is absent (CI has no network) or no nvcc is here."""
+read them from the folder $PUBLIC_SOURCES names (`python -m calibration.public sources` says how to fill it) and skip
+with the reason where it names none, a file is absent or no nvcc is here. Only a named folder counts, not the tools'
+default one: each file costs a compile (about 100 s for a CUDA file on 2 CPUs; the 49 files, over an hour), CI names
+none (no network; the generic path is tested there on the team's stand-ins, tests/harness/test_runner.py), and the
+whole run's result is committed as docs/public_files.md (`python -m calibration.public table` re-makes it)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -133,6 +137,8 @@ def test_sources_come_from_a_clone_at_the_pinned_commit(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- the files, run
 def _file_or_skip(entry) -> Path:
+    if not os.environ.get(public.ENV_VAR):
+        pytest.skip(f"${public.ENV_VAR} names no folder of public sources (module docstring: why not the default)")
     path = entry["file"].local(public.sources_dir())
     if not path.is_file():
         pytest.skip(f"{entry['file'].url} is not in {public.sources_dir()} (python -m calibration.public sources)")
@@ -148,8 +154,9 @@ ENTRIES = public_files()
 @pytest.mark.parametrize("entry", ENTRIES, ids=[f"{e['file'].repo.split('/')[0]}-{e['file'].commit[:8]}-"
                                                  f"{Path(e['file'].path).stem}" for e in ENTRIES])
 def test_public_file_runs_unmodified_at_its_smallest_test_shape(entry):
-    """A point's file MATCHes (notes allowed: not this package's code); a file that is not a point either MATCHes or
-    cannot run, said in one line with its place (a cuBLAS call, say), never a traceback."""
+    """A point's file MATCHes (notes allowed: not this package's code); a file that is not a point MATCHes, or cannot
+    run, said in one line with its place (a cuBLAS call, say), or fails in the emulator with the PTX line of what
+    it cannot do or of its own bug by the ISA (an opcode not implemented, a hazard): never a traceback."""
     path = _file_or_skip(entry)
     small, _ = public.task_shapes(entry["problem"])
     res = public.run_point({"id": path.name, "shape": list(small), "problem": entry["problem"],
@@ -158,7 +165,9 @@ def test_public_file_runs_unmodified_at_its_smallest_test_shape(entry):
     if entry["points"]:
         assert res.passed, (res.summary(), res.message, res.construct)
     else:
-        assert res.passed or (res.exit_code == 3 and res.construct and "Traceback" not in res.construct), res.summary()
+        said = res.construct or res.message
+        assert "Traceback" not in said and (res.passed or (res.exit_code == 3 and res.construct) or (
+            res.status in ("hazard", "unsupported", "deadlock") and "PTX line" in said)), (res.summary(), said)
 
 
 @pytest.mark.slow
