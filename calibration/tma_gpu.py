@@ -16,7 +16,6 @@ import json
 import os
 import random
 import sys
-import time
 
 import numpy as np
 

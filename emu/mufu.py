@@ -24,6 +24,7 @@ which is lossless and needs no math library to decode.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from dataclasses import dataclass
@@ -161,6 +162,13 @@ def fixture_path() -> Path | None:
     env = os.environ.get("EMU_MUFU_FIXTURE")
     if env:
         return None if env.lower() == "none" else Path(env)
+    return _committed_fixture()
+
+
+@functools.lru_cache(maxsize=1)
+def _committed_fixture() -> Path | None:
+    """The committed fixture (tests/data), looked for once per process: every MUFU instruction asks (a directory scan
+    each time was a tenth of an epilogue-heavy emulation)."""
     found = sorted(glob.glob(FIXTURE_GLOB))
     return Path(found[0]) if found else None
 

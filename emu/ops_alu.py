@@ -665,7 +665,7 @@ def _canon_nan(x: np.ndarray) -> np.ndarray:
 
 @family("div")
 class Div:
-    """div.{s,u}{32,64} (PTX ISA 9.7.1.6 "Integer Arithmetic Instructions: div": the quotient truncated toward
+    """div.{s,u}{16,32,64} (PTX ISA 9.7.1.6 "Integer Arithmetic Instructions: div": the quotient truncated toward
     zero; "Division by zero yields an unspecified, machine-specific value" -> Hazard here) and
     div.{approx,full,rn}{.ftz}.f32 (PTX ISA 9.7.3.8 "Floating Point Instructions: div": .approx is a fast
     approximation computed as a * (1/b), max 2 ulp error for |b| in [2^-126, 2^126]; for 2^126 < |b| < 2^128
@@ -677,7 +677,7 @@ class Div:
     @staticmethod
     def decode(ins):
         ty = _ty(ins)
-        if ty in ("s32", "u32", "s64", "u64"):
+        if ty in ("s16", "u16", "s32", "u32", "s64", "u64"):
             _mods(ins, ())
             return ty, None, False
         if ty != "f32":

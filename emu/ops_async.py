@@ -227,7 +227,7 @@ class CpAsync:
     """cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size} (PTX ISA "cp.async"): a non-blocking
     copy of cp-size bytes (4, 8 or 16; .cg: 16) from global to shared memory, both addresses aligned to cp-size;
     with src-size only that many bytes are read and the rest of cp-size is zero-filled. Completion is observed
-    through cp.async.mbarrier.arrive here (commit_group / wait_group are not implemented)."""
+    through cp.async.mbarrier.arrive or the thread's cp.async-groups (cp.async.commit_group / wait_group below)."""
 
     @staticmethod
     def decode(ins):
@@ -243,6 +243,7 @@ class CpAsync:
         dst = lane_addresses(ex, w, ins.operands[0], 32)
         size = w.read(ins.operands[2], "u32", ex)
         src_size = w.read(ins.operands[3], "u32", ex) if len(ins.operands) > 3 else size
+        pending, _ = _group_state(w, "cp.async")
         for lane in _lane(mask):
             n, g, d, rd = int(size[lane]), int(src[lane]), int(dst[lane]), int(src_size[lane])
             if n not in ((16,) if ins.info == "cg" else (4, 8, 16)) or g % n or d % n or rd > n:
@@ -250,10 +251,14 @@ class CpAsync:
                              f"cp-size 4, 8 or 16 (.cg 16), addresses aligned to it, src-size <= cp-size)")
             cta, off = SharedAddressing.resolve(w.cta, d, False)
 
-            def run(cta=cta, off=off, g=g, n=n, rd=rd):
+            token = _GroupedOp()
+            pending.setdefault(lane, []).append(token)
+
+            def run(cta=cta, off=off, g=g, n=n, rd=rd, token=token):
                 data = np.zeros(n, np.uint8)
                 data[:rd] = ex.gmem.read(g, rd)
                 store_shared(cta, off, data, f"cp.async ({ins.where()})")
+                token.done = True
 
             cost = Cost("load", rd, _allocation_of(ex, g), (cta,), via="lsu")
             ex.submit(w.cta.cluster, AsyncOp(f"cp.async {g:#x}+{n}", run, _cp_async_queue(w, lane), ins.line, cost))
@@ -291,6 +296,42 @@ class CpAsyncMbarrierArrive:
 
             ex.submit(w.cta.cluster, AsyncOp(f"cp.async arrive-on {off:#x}", run, _cp_async_queue(w, lane), ins.line,
                                              Cost("arrive", dests=(cta,))))
+
+
+@family("cp.async.commit_group")
+class CpAsyncCommitGroup:
+    """cp.async.commit_group (PTX ISA 9.7.9.25.3.2): per executing thread, the cp.async operations it initiated and
+    has not committed yet form a new cp.async-group (possibly empty)."""
+
+    @staticmethod
+    def decode(ins):
+        if len(ins.parts) != 3 or ins.operands:
+            raise unsupported(ins)
+        return None
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        _commit_group(w, mask, "cp.async")
+
+
+@family("cp.async.wait_group", "cp.async.wait_all")
+class CpAsyncWaitGroup:
+    """cp.async.wait_group N (PTX ISA 9.7.9.25.3.3): the executing thread waits until at most its N most recent
+    cp.async-groups are pending and all earlier ones are complete; cp.async.wait_all is cp.async.commit_group then
+    cp.async.wait_group 0. Operations not committed are not waited on by wait_group."""
+
+    @staticmethod
+    def decode(ins):
+        if len(ins.parts) != 3 or len(ins.operands) != (1 if ins.parts[2] == "wait_group" else 0):
+            raise unsupported(ins)
+        return ins.parts[2] == "wait_all"
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        if ins.info:  # a retried wait_all commits again: an empty group, complete, changes nothing
+            _commit_group(w, mask, "cp.async")
+            return _wait_group(w, mask, "cp.async", 0)
+        return _wait_group(w, mask, "cp.async", int(w.read(ins.operands[0], "u32", ex)[0]))
 
 
 @family("st.async")
@@ -754,19 +795,41 @@ _TC = {"alloc": _tc_alloc, "dealloc": _tc_dealloc, "relinquish_alloc_permit": _t
 
 
 # ---------------------------------------------------------------------------------------------- TMA store, bulk groups
-class _BulkOp:
-    """A bulk asynchronous operation tracked by bulk async-groups (its completion flag)."""
+class _GroupedOp:
+    """An asynchronous operation tracked by async-groups (bulk or cp.async): its completion flag."""
 
     def __init__(self):
         self.done = False
 
 
-def _bulk_state(w):
-    """Per-thread bulk async-group state of a warp: lane -> uncommitted ops, lane -> committed groups (oldest first)."""
-    st = getattr(w, "bulk_groups", None)
-    if st is None:
-        st = w.bulk_groups = ({}, {})
-    return st
+def _group_state(w, kind: str):
+    """Per-thread async-group state of a warp for `kind` ("bulk": cp.async.bulk's bulk async-groups; "cp.async": the
+    non-bulk cp.async-groups; PTX keeps the two apart): lane -> uncommitted ops, lane -> committed groups (oldest
+    first)."""
+    groups = getattr(w, "async_groups", None)
+    if groups is None:
+        groups = w.async_groups = {}
+    return groups.setdefault(kind, ({}, {}))
+
+
+def _commit_group(w, mask, kind: str) -> None:
+    """Each executing thread's uncommitted operations of `kind` form a new group (possibly empty)."""
+    pending, groups = _group_state(w, kind)
+    for lane in _lane(mask):
+        groups.setdefault(lane, []).append(pending.pop(lane, []))
+
+
+def _wait_group(w, mask, kind: str, n: int):
+    """BLOCK until, for each executing thread, at most its n most recent groups of `kind` are pending and all earlier
+    ones are complete (whatever the state of those n)."""
+    _, groups = _group_state(w, kind)
+    for lane in _lane(mask):
+        gs = groups.get(lane, [])
+        if any(not all(t.done for t in g) for g in gs[:max(len(gs) - n, 0)]):
+            return BLOCK  # retried later; the engine completes in-flight operations meanwhile
+        while gs and all(t.done for t in gs[0]):  # complete groups at the old end no longer matter
+            gs.pop(0)
+    return None
 
 
 @family(*(f"cp.async.bulk.tensor.{d}d.global" for d in range(1, 6)))
@@ -799,7 +862,7 @@ class BulkTensorStore:
         if len(coords) != info["rank"]:
             raise Hazard(f"{ins.opcode}: {len(coords)} coordinates for a {info['rank']}-d copy")
         src = lane_addresses(ex, w, src_op, 32)
-        pending, _ = _bulk_state(w)
+        pending, _ = _group_state(w, "bulk")
         for lane in _lane(mask):
             tmap = ex.tensor_map(int(tmap_addr[lane]))
             if tmap.rank != info["rank"]:
@@ -807,7 +870,7 @@ class BulkTensorStore:
             c = [int(x[lane]) for x in coords]
             tma.check_smem_alignment(int(src[lane]), f"{ins.where()} (lane {lane}), its source")
             cta, off = SharedAddressing.resolve(w.cta, int(src[lane]), False)
-            token = _BulkOp()
+            token = _GroupedOp()
             pending.setdefault(lane, []).append(token)
             source = _StoreSource(ex, ins, w, tmap, c, cta, off, token)
             ex.submit(w.cta.cluster, AsyncOp(f"TMA store {c}", source.read_and_store, None, ins.line,
@@ -943,10 +1006,7 @@ class BulkCommitGroup:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        pending, groups = _bulk_state(w)
-        for lane in _lane(mask):
-            groups.setdefault(lane, []).append(pending.pop(lane, []))
-        return None
+        _commit_group(w, mask, "bulk")
 
 
 @family("cp.async.bulk.wait_group")
@@ -965,13 +1025,4 @@ class BulkWaitGroup:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        n = int(w.read(ins.operands[0], "u32", ex)[0])
-        _, groups = _bulk_state(w)
-        for lane in _lane(mask):
-            gs = groups.get(lane, [])
-            # every group but the N most recent must be complete, whatever the state of those N
-            if any(not all(t.done for t in g) for g in gs[:max(len(gs) - n, 0)]):
-                return BLOCK  # retried later; the engine completes in-flight operations meanwhile
-            while gs and all(t.done for t in gs[0]):  # complete groups at the old end no longer matter
-                gs.pop(0)
-        return None
+        return _wait_group(w, mask, "bulk", int(w.read(ins.operands[0], "u32", ex)[0]))

@@ -138,7 +138,7 @@ class Warp:
         if ty == "pred":
             r[mask] = np.asarray(values, bool)[mask] if np.ndim(values) else bool(values)
             return
-        bits = to_bits(np.broadcast_to(values, (WARP,)), ty)
+        bits = to_bits(values if getattr(values, "shape", None) == (WARP,) else np.broadcast_to(values, (WARP,)), ty)
         if r.dtype == bool:
             r[mask] = bits[mask] != 0
         else:

@@ -1,11 +1,13 @@
 """The PTX forms gau-nernst's nvfp4_gemm versions added to the emulator (hand-written PTX, no compiler, no GPU):
 atom/red .global.add (split-K in gemm v1 and v4), non-bulk cp.async with cp.async.mbarrier.arrive (gemm v2b's
-4-byte scale loads) and bar.warp.sync (__syncwarp in every gemm version)."""
+4-byte scale loads) and bar.warp.sync (__syncwarp in every gemm version); cp.async's own groups (commit_group,
+wait_group, wait_all: jIab-b's sub_test.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from emu.machine import Schedule
 from emu.state import Hazard, Unsupported
 from tests.emu.ptx_kit import kernel_text, run_ptx
 
@@ -112,6 +114,59 @@ def test_cp_async_size_and_alignment_are_checked():
     cp.async.ca.shared::cta.global [%r9+4], [%rd1], 8;
     ret;
 """, decls=REGS))
+
+
+GROUPS = """
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    shl.b32 %r2, %r1, 2;
+    add.s32 %r3, %r9, %r2;
+    add.s32 %r4, %r3, 128;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    cp.async.ca.shared::cta.global [%r3], [%rd3], 4;
+    {first}
+    cp.async.ca.shared::cta.global [%r4], [%rd3+128], 4;
+    {wait}
+    ld.shared.u32 %r5, [%r3];
+    st.global.u32 [%rd3+256], %r5;
+    ld.shared.u32 %r6, [%r4];
+    st.global.u32 [%rd3+384], %r6;
+    ret;
+"""
+GROUP_WORDS = np.concatenate([np.arange(64, dtype=np.uint32) + 11, np.zeros(64, np.uint32)])
+
+
+def _landed(first: str, wait: str, seed: int) -> tuple:
+    """Each of 32 threads copies word i (then word 32 + i) to shared memory, waits as told, reads both back: how many
+    of the first copies and of the second were there (of 32), under the slow_async schedule (completions late)."""
+    raw, _ = run_ptx(kernel_text(GROUPS.replace("{first}", first).replace("{wait}", wait), decls=REGS),
+                     out_words=128, init=GROUP_WORDS, seed=seed, schedule=Schedule("slow_async", seed))
+    words = raw.view(np.uint32)
+    return int((words[64:96] == GROUP_WORDS[:32]).sum()), int((words[96:128] == GROUP_WORDS[32:64]).sum())
+
+
+@pytest.mark.parametrize("wait", ["cp.async.commit_group;\n    cp.async.wait_group 0;", "cp.async.wait_all;"])
+def test_cp_async_wait_group_0_and_wait_all_wait_for_every_committed_copy(wait):
+    """PTX ISA 9.7.9.25.3: wait_group 0 returns once every committed cp.async-group is complete; wait_all commits
+    first. Without any wait the copies are still in flight under the same schedules (the test can fail)."""
+    for seed in range(3):
+        assert _landed("cp.async.commit_group;", wait, seed) == (32, 32)
+    assert min(sum(_landed("cp.async.commit_group;", "", seed)) for seed in range(3)) < 64
+
+
+def test_cp_async_wait_group_1_waits_for_all_but_the_newest_group():
+    """wait_group 1 after two groups: the first is complete, the second may still be in flight (the emulator does
+    not wait longer than the ISA says, which would hide a kernel's missing wait)."""
+    seen = [_landed("cp.async.commit_group;", "cp.async.commit_group;\n    cp.async.wait_group 1;", s) for s in range(4)]
+    assert all(first == 32 for first, _ in seen) and min(second for _, second in seen) < 32, seen
+
+
+def test_cp_async_group_forms_outside_the_isa_are_unsupported():
+    for form in ("cp.async.wait_group;", "cp.async.wait_all 0;", "cp.async.commit_group.x;"):
+        with pytest.raises(Unsupported, match="cp.async"):
+            run_ptx(kernel_text(f"    {form}\n    ret;\n", decls=REGS))
 
 
 def test_bar_warp_sync_passes_a_converged_warp_and_refuses_a_split_one():

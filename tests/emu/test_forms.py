@@ -327,3 +327,21 @@ def test_cvt_sat_f32_clamps_to_the_unit_interval(ftz):
     assert list(got[:8]) == [0.0, 0.0, 0.25, 1.0, 1.0, 1.0, 0.0, 0.0]
     assert np.signbit(got[7]) == np.False_  # NaN -> +0.0
     assert got[8] == (0.0 if ftz else np.float32(1e-40))
+
+
+@pytest.mark.parametrize("ty", ["u16", "s16"])
+def test_div_16_bit_truncates_toward_zero(ty):
+    """div.{u,s}16 (PTX ISA 9.7.1.6; nvcc emits div.u16 for a short's / in jIab-b's sub_test.py): the quotient
+    truncated toward zero, in 16 bits; each thread divides its input's low half by its high half."""
+    pairs = [(7, 2), (65535, 3), (100, 7), (5, 5)] if ty == "u16" else [(-7, 2), (7, -2), (-32768, 3), (9, 4)]
+    words = np.array([(a & 0xFFFF) | ((b & 0xFFFF) << 16) for a, b in pairs] + [(1 | 1 << 16)] * 28, np.uint32)
+    out, _ = run_ptx(kernel(STORE_TID + f"""
+    ld.global.u32 %r2, [%rd8];
+    mov.b32 {{%h1, %h2}}, %r2;
+    div.{ty} %h3, %h1, %h2;
+    cvt.{ty[0]}32.{ty} %r3, %h3;
+    st.global.u32 [%rd3], %r3;
+    ret;
+"""), [words])
+    got = out.view(np.int32 if ty == "s16" else np.uint32)[:4]
+    assert got.tolist() == [int(a / b) for a, b in pairs]  # Python's a / b then int(): truncation toward zero

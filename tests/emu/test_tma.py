@@ -1,6 +1,8 @@
 """emu/tma.py against the PTX ISA's swizzle rule computed by hand, its element types, out-of-bound fill and alignment
 rules, TMA stores, bulk async-groups, and the shared-memory alignment of tensor copies on the machine. Against ground
 truth from a real GPU (an H200's driver encodings and tile loads): tests/calibration/test_tma_gpu.py."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -94,9 +96,7 @@ class _FakeIns:
 
 
 def _token(done):
-    t = ops_async._BulkOp()
-    t.done = done
-    return t
+    return SimpleNamespace(done=done)  # an operation's completion flag, all a group holds of it
 
 
 def test_bulk_wait_group_needs_every_older_group_complete():
@@ -105,11 +105,11 @@ def test_bulk_wait_group_needs_every_older_group_complete():
     w, mask = _FakeWarp(), np.zeros(32, bool)
     mask[3] = True
     old = _token(False)
-    w.bulk_groups = ({}, {3: [[old], [_token(True)], [_token(True)]]})
+    w.async_groups = {"bulk": ({}, {3: [[old], [_token(True)], [_token(True)]]})}
     assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is BLOCK
     old.done = True
     assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is None
-    w.bulk_groups = ({}, {3: [[_token(True)], [_token(False)], [_token(False)]]})
+    w.async_groups = {"bulk": ({}, {3: [[_token(True)], [_token(False)], [_token(False)]]})}
     assert ops_async.BulkWaitGroup.execute(None, w, _FakeIns, mask) is None  # the 2 pending are the 2 most recent
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.verdict import emulate, load_submission
+from emu.machine import Schedule
+from harness.verdict import DEFAULT_SCHEDULES, emulate, load_submission
 from tests.conftest import ROOT
 
 S = load_submission(f"{ROOT}/submission.py")
@@ -82,8 +83,11 @@ def expected_mmas(cfg, m, n, k):
     return (m // cfg.mma_tile_mn[0]) * (n // cfg.mma_tile_mn[1]) * (k // 256) * 4 * 2
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name, shape, sm_count, seed", [
+# Two schedules per walk, the uniform one and one skew, the skews taking turns over the cases (as
+# test_verdict.py's several-tiles walks): every config here also runs the six-schedule verdict in the gate
+# (test_verdict.py) and in the no-GPU correctness path's two clusters of tiles; six per walk cost CI 6 minutes.
+SKEWS = [s.policy for s in DEFAULT_SCHEDULES[1:]]
+WALKS = [
     ("m256n64_c2x1_e32_ac_t2", (256, 512, 1024, 1), 2, 21),
     ("m256n128_c2x1_e32_t2", (256, 384, 1536, 1), 2, 22),
     ("m256n128_c2x1_e16_sk2", (256, 512, 1024, 1), 4, 23),
@@ -97,11 +101,18 @@ def expected_mmas(cfg, m, n, k):
     ("m256n256_c2x1_e32_ppc", (256, 512, 512, 1), 4, 27),
     # the tail's silu ahead of acc2 through ex2_poly, three of the four subtiles ahead
     ("m256n128_c2x1_e32_t3_s96_px2", (256, 384, 1536, 1), 2, 29),
-])
-def test_knob_configs_walk_several_tiles(name, shape, sm_count, seed):
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, shape, sm_count, seed, skew",
+                         [(*walk, SKEWS[i % len(SKEWS)]) for i, walk in enumerate(WALKS)])
+def test_knob_configs_walk_several_tiles(name, shape, sm_count, seed, skew):
     cfg = next(c for c in S.TUNE_SPACE if c.name == name)
-    res = emulate(*shape, config_name=name, mode="strict", sched_seed=seed, sm_count=sm_count)
+    res = emulate(*shape, config_name=name, mode="strict", sm_count=sm_count,
+                  schedules=[Schedule("uniform", seed), Schedule(skew, seed + 1)])
     assert res.status == "match", res.summary() + "\n" + res.message
+    assert [r.status for r in res.runs] == ["match", "match"]
     grid = res.launch["grid"]
     assert grid[0] * grid[1] * grid[2] == sm_count  # one cluster walks every tile
     assert res.stats["mma"] == expected_mmas(cfg, *shape[:3])
