@@ -304,17 +304,26 @@ class MbarrierOps:
         parity = w.read(parity_op, "u32", ex)
         done = np.zeros(WARP, bool)
         last = None
-        for lane, bar in zip(lanes, lane_mbarriers(ex, w, addrs, lanes, space == "shared::cluster", ins.opcode)):
-            done[lane] = bar.phase_complete(int(parity[lane]))
-            if done[lane]:
+        # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
+        # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
+        codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
+        distinct, first = np.unique(codes, return_index=True)
+        groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
+        key = warp_key(w)
+        bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], space == "shared::cluster", ins.opcode)
+        for group, bar in zip(groups, bars):
+            ok = bar.phase_complete(int(parity[group[0]]))
+            if ok:
                 note_acquire(bar, w)
-                bar.waited[warp_key(w)] = bar.phase
-                bar.lapped.pop(warp_key(w), None)
+                bar.waited[key] = bar.phase
+                bar.lapped.pop(key, None)
             else:
-                why = bar.lapped_wait(warp_key(w), int(parity[lane]))
+                why = bar.lapped_wait(key, int(parity[group[0]]))
                 if why:
-                    bar.lapped[warp_key(w)] = why
-            last = bar
+                    bar.lapped[key] = why
+            done[group] = ok
+            if group[-1] == lanes[-1]:
+                last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
         w.write(p_op, done, "pred", mask)
         if not done[mask].any():
             w.sleep_key = (last, last.version)

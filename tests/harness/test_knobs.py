@@ -128,9 +128,11 @@ def test_knob_configs_walk_several_tiles(name, shape, sm_count, seed, skew):
                                          ("m256n128_c2x1_e16_sk3", (256, 128, 1024, 1))])
 def test_knob_corner_shapes(name, shape):
     """The tail longer than K (all of K in the tail: A@B2 starts from a cleared accumulator), a K split that does
-    not divide the k-tiles (4 over 3 slices: 1, 1, 2)."""
-    res = emulate(*shape, config_name=name, mode="leaderboard", sched_seed=28)
+    not divide the k-tiles (4 over 3 slices: 1, 1, 2); the uniform schedule and one skew, as the walks above."""
+    res = emulate(*shape, config_name=name, mode="leaderboard",
+                  schedules=[Schedule("uniform", 28), Schedule("consumer_first", 29)])
     assert res.status == "match", res.summary() + "\n" + res.message
+    assert [r.status for r in res.runs] == ["match", "match"]
 
 
 @pytest.mark.slow
