@@ -533,6 +533,11 @@ def _pair_rendezvous(w, ins, mask, kind: str, payload: tuple):
     return peer_w, peer_payload
 
 
+def _tc_note(ex, ins, precedent: str):
+    """note(rule, detail) for emu.tcgen05: a Note at this instruction, under `precedent`."""
+    return lambda rule, detail: ex.note(rule, ins.site(), precedent, detail)
+
+
 def _tc_alloc(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
     n = ins.info[1]
@@ -547,7 +552,7 @@ def _tc_alloc(ex, w, ins, mask):
         if peer_cols != ncols:
             raise Hazard(f"{ins.opcode}: the pair's warps ask for {ncols} and {peer_cols} columns")
         dsts.append((peer_w.cta, peer_dst))
-    taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols)
+    taddr = tcgen05.tmem_alloc(_group(w.cta, n), ncols, _tc_note(ex, ins, precedents.JIAB_ALLOC_136))
     for cta in _group(w.cta, n):
         ordering.allocated(cta, taddr, ncols)
     for cta in _group(w.cta, n):
@@ -579,7 +584,7 @@ def _tc_dealloc(ex, w, ins, mask):
             raise Hazard(f"{ins.opcode}: the pair's warps free different tensor memory ({taddr:#x}/{ncols} vs "
                          f"{peer[0]:#x}/{peer[1]})")
     ordering.dealloc_frees(ex, w, ins, _group(w.cta, n), taddr & 0xFFFF, ncols)
-    tcgen05.tmem_dealloc(_group(w.cta, n), taddr, ncols)
+    tcgen05.tmem_dealloc(_group(w.cta, n), taddr, ncols, _tc_note(ex, ins, precedents.JIAB_ALLOC_136))
     return None
 
 
@@ -615,7 +620,8 @@ def _tc_mma(ex, w, ins, mask):
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
-                                     kind="mxf4nvf4", block=block, collector=collector)
+                                     kind="mxf4nvf4", block=block, collector=collector,
+                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT))
             ex.stats["mma"] += 1
             if collector in ("use", "lastuse"):
                 ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1

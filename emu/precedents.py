@@ -44,3 +44,9 @@ NAREG = ("NaregAmirianMegan/NVFP4_Kernels@126cb76 nvfp4_dual_gemm/submission_ptx
          "author, 18.6 / 18.6 / 14.4 / 18.5 us published)")
 TMEM_DEALLOC_WHILE_READ = (NAREG + ": its warp 0 frees the accumulator columns right after its own epilogue loads, the "
                            "named barrier before the tcgen05.dealloc commented out, while warps 1-3 may still read them")
+JIAB = ("jIab-b/nvfp4_gemm (CUDA with inline PTX; each commit pairs the kernel with the GPU MODE B200 runner's output, "
+        "whose benchmark mode checks all 50 outputs of each shape first: \"Benchmarking successful\")")
+JIAB_SFA_PER_QUADRANT = (JIAB + " @ 9d1caaf5 sub_tc2.py (out_tc2.txt changed in the same commit): warp w writes SFA "
+                         "rows 32w..32w+31 with tcgen05.st.32x32b into column base + w of its own lane quadrant only")
+JIAB_ALLOC_136 = (JIAB + " @ 784f0189 s_128.py (\"tmem cols -> 136\": the kernel and out_128.txt changed together): "
+                  "tcgen05.alloc and tcgen05.dealloc of 136 columns")

@@ -324,9 +324,15 @@ def read_operand(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, elem_
 # --------------------------------------------------------------------------------------------------
 
 
-def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: int, what: str) -> np.ndarray:
-    """[rows, nscales] scale bytes for MN rows 0..rows-1 (scale_vec::4X layout, module docstring Q4):
-    row n = 32g + r, K block s -> lane 32q + r (all q, which must agree), column col + g, byte s."""
+def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: int, what: str, own_rows: bool,
+                        note=None) -> np.ndarray:
+    """[4, rows, nscales] scale bytes as each 32-lane datapath q of the MMA (D lanes 32q..32q+31) reads them: MN row
+    n = 32g + r, K block s at lane 32q + r of column col + g, byte s (scale_vec::4X, module docstring Q4), from the
+    datapath's own lane quadrant; own_rows (SFA): datapath q needs only its own rows, g = q. The ISA asks all four
+    quadrants to hold the same words (9.7.16.10.7: "duplicated to all 32 lane partitions"); a B200 computed right
+    with SFA row 32g + r in quadrant g only (precedents.JIAB_SFA_PER_QUADRANT). So words no datapath reads may be
+    unwritten, and quadrants that differ are a Note through `note(rule, detail)` (a Hazard without `note`), each
+    datapath computing with its own quadrant's words."""
     lane, col = split_taddr(taddr)
     if lane != 0:
         raise Hazard(f"{what} address {taddr:#x}: lane field {lane:#x} must be 0 (scale factors span all 128 lanes; "
@@ -338,16 +344,23 @@ def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: in
         raise Unsupported(f"{what}: {rows} rows is not a multiple of 32")
     ncols = rows // 32
     _check_allocated(cta, col, ncols, what)
-    words = cta.tmem[:, col:col + ncols]  # [128 lanes, ncols]
-    if np.any(words == POISON_WORD):
+    quads = cta.tmem[:, col:col + ncols].reshape(4, 32, ncols)  # [q, r, g]
+    read = np.ones(quads.shape, bool)
+    if own_rows:
+        read[:] = False
+        for q in range(4):
+            read[q, :, q] = True
+    if np.any(quads[read] == POISON_WORD):
         raise Hazard(f"{what}: reads tensor memory columns [{col}, {col + ncols}) of CTA {cta.ctaid} that hold no data")
-    quads = words.reshape(4, 32, ncols)  # [q, r, g]
     if np.any(quads != quads[0:1]):
         # PTX ISA 9.7.16.10.7: "Scale factors for A and B matrices need to be duplicated to all 32 lane partitions".
-        raise Hazard(f"{what}: scale factors in columns [{col}, {col + ncols}) are not duplicated across the four "
-                     "32-lane partitions (PTX ISA 9.7.16.10.7)")
-    w = quads[0].T.reshape(rows)  # row n = 32g + r -> word [g, r]
-    return ((w[:, None] >> (8 * np.arange(4, dtype=np.uint32))[None, :]) & 0xFF).astype(np.uint8)
+        detail = (f"{what}: scale factors in columns [{col}, {col + ncols}) are not duplicated across the four "
+                  "32-lane partitions (PTX ISA 9.7.16.10.7)")
+        if note is None:
+            raise Hazard(detail)
+        note("tcgen05-scale-factors-not-duplicated", detail + "; each 32-lane datapath reads its own quadrant")
+    words = quads.transpose(0, 2, 1).reshape(4, rows)  # datapath q: row n = 32g + r -> word [q, r, g]
+    return ((words[..., None] >> (8 * np.arange(4, dtype=np.uint32))) & 0xFF).astype(np.uint8)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -371,7 +384,7 @@ A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
                      sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16,
-                     collector: str = "discard") -> None:
+                     collector: str = "discard", note=None) -> None:
     """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
     D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
 
@@ -386,6 +399,8 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     orders of magnitude), so comparisons against hardware need a tolerance.
 
     collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+    note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
+    None: a Hazard.
 
     Open question (ISA silent): how a hardware NaN/inf scale or a 0x80-0xFF (negative) UE4M3 byte behaves.
     We decode scale bytes as signed e4m3fn (poison 0xFF -> NaN, which then propagates).
@@ -450,12 +465,18 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
         a_vals = E2M1_TABLE[a_codes]
         if d.negate_a:
             a_vals = -a_vals
-        sfa = sf_table[_read_scale_factors(cta, sfa_taddr, 128, K // block, d.a_sf_id, "tcgen05.mma SFA")]
-        sfb = sf_table[_read_scale_factors(cta, sfb_taddr, d.n, K // block, d.b_sf_id, "tcgen05.mma SFB")]
+        sfa_q = sf_table[_read_scale_factors(cta, sfa_taddr, 128, K // block, d.a_sf_id, "tcgen05.mma SFA", True,
+                                             note)]
+        sfb_q = sf_table[_read_scale_factors(cta, sfb_taddr, d.n, K // block, d.b_sf_id, "tcgen05.mma SFB", False,
+                                             note)]
+        sfa = np.concatenate([sfa_q[q, 32 * q:32 * q + 32] for q in range(4)])  # each datapath its own rows
         a_scaled = a_vals * np.repeat(sfa, block, axis=1)
-        b_scaled = b_vals * np.repeat(sfb, block, axis=1)
+        # one B for all four datapaths where their SFB words agree (always, where the kernel duplicates them)
+        b_per_q = [b_vals * np.repeat(sfb_q[q], block, axis=1) for q in (range(4) if np.any(sfb_q != sfb_q[0:1])
+                                                                         else range(1))]
         with np.errstate(invalid="ignore", over="ignore"):
-            acc = a_scaled @ b_scaled.T  # [128, N] float64
+            acc = (a_scaled @ b_per_q[0].T if len(b_per_q) == 1 else  # [128, N] float64
+                   np.concatenate([a_scaled[32 * q:32 * q + 32] @ b_per_q[q].T for q in range(4)]))
             if accumulate:
                 old = cta.tmem[:, d_col:d_col + d.n]
                 if np.any(old == POISON_WORD):
@@ -605,23 +626,32 @@ def tmem_store(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape:
 # --------------------------------------------------------------------------------------------------
 
 
-def _check_ncols(ncols: int, what: str) -> None:
-    # PTX ISA 9.7.16.7.1 (tcgen05.alloc): allocation unit is 32 columns x all 128 lanes, nCols a power of 2 in
-    # [32, 512]; CUTLASS tmem_allocator_sm100.hpp Allocator1Sm/2Sm: "Must be 32 <= num_columns <= 512 and power of 2".
-    if ncols < 32 or ncols > TMEM_COLUMNS or ncols & (ncols - 1):
-        raise Hazard(f"{what}: nCols = {ncols} must be a power of 2 in [32, 512]")
+def _check_ncols(ncols: int, what: str, note=None) -> int:
+    """The columns an allocation of nCols takes. PTX ISA 9.7.16.7.1 (tcgen05.alloc): allocation unit is 32 columns x
+    all 128 lanes, nCols a power of 2 in [32, 512]; CUTLASS tmem_allocator_sm100.hpp Allocator1Sm/2Sm: "Must be 32 <=
+    num_columns <= 512 and power of 2". Another count in (0, 512] ran on a B200 (precedents.JIAB_ALLOC_136): with
+    `note`, a Note and the next power of 2, at least 32 (what the hardware takes is not published: the most a
+    power-of-2 allocator could); without, a Hazard."""
+    if 32 <= ncols <= TMEM_COLUMNS and not ncols & (ncols - 1):
+        return ncols
+    detail = f"{what}: nCols = {ncols} must be a power of 2 in [32, 512]"
+    if note is None or not 0 < ncols <= TMEM_COLUMNS:
+        raise Hazard(detail)
+    taken = max(32, 1 << (ncols - 1).bit_length())
+    note("tcgen05-alloc-columns-not-power-of-two", f"{detail} (PTX ISA 9.7.16.7.1); taken as {taken} columns")
+    return taken
 
 
-def tmem_alloc(group: list, ncols: int) -> int:
+def tmem_alloc(group: list, ncols: int, note=None) -> int:
     """tcgen05.alloc.cta_group::len(group): allocate ncols columns (all 128 lanes) in every CTA of the group
     and return the tensor-memory address (lane 0, column c) that the instruction writes to shared memory.
     Call once per collective allocation (for cta_group::2: once for the pair, not once per warp).
     Placement: the lowest column that is a multiple of ncols and free in every CTA of the group (the ISA
     leaves placement to the implementation; natural alignment is our choice). Hazard when the CTA has
     relinquished its allocation permit, or when no space is free (the hardware would block; nothing else
-    frees columns in this emulator's one-CTA-per-SM model)."""
+    frees columns in this emulator's one-CTA-per-SM model). note: as _check_ncols's."""
     _check_group(group)
-    _check_ncols(ncols, "tcgen05.alloc")
+    ncols = _check_ncols(ncols, "tcgen05.alloc", note)
     for cta in group:
         if cta.relinquished:
             raise Hazard(f"tcgen05.alloc after tcgen05.relinquish_alloc_permit in CTA {cta.ctaid} (PTX ISA 9.7.16.7.1)")
@@ -635,12 +665,12 @@ def tmem_alloc(group: list, ncols: int) -> int:
                  f"{[c.ctaid for c in group]} (the allocation would block forever)")
 
 
-def tmem_dealloc(group: list, taddr: int, ncols: int) -> None:
+def tmem_dealloc(group: list, taddr: int, ncols: int, note=None) -> None:
     """tcgen05.dealloc.cta_group::len(group) taddr, ncols: free an allocation made by tcgen05.alloc (same
     address and column count) in every CTA of the group. The freed columns keep their data until an allocation takes
     them (which poisons them), as hardware's do: a read after the dealloc is emu.ordering's DEALLOC_WHILE_READ."""
     _check_group(group)
-    _check_ncols(ncols, "tcgen05.dealloc")
+    ncols = _check_ncols(ncols, "tcgen05.dealloc", note)
     lane, col = split_taddr(taddr)
     if lane != 0:
         raise Hazard(f"tcgen05.dealloc address {taddr:#x}: lane field must be 0")

@@ -426,6 +426,48 @@ def test_mma_refuses_scales_not_duplicated_across_the_four_partitions():
         _mma(cta)
 
 
+def test_scales_per_lane_quadrant_are_a_note_and_each_datapath_reads_its_own():
+    """jIab-b's B200-verified layout (emu.precedents.JIAB_SFA_PER_QUADRANT): SFA row 32g + r only in quadrant g of column
+    base + g, the other words unwritten: the same D as duplicated scales, with a Note. SFB that differs in one
+    quadrant changes only the D rows that quadrant's datapath computes."""
+    cta = _ready_1cta()
+    _mma(cta)
+    want = read_d(cta, 0, 64).copy()
+    notes = []
+    for g in range(4):  # keep quadrant g's own column of SFA, unwrite the other three quadrants' copies of it
+        for q in set(range(4)) - {g}:
+            cta.tmem[32 * q:32 * q + 32, 256 + g] = POISON_WORD
+    _mma(cta, note=lambda rule, detail: notes.append((rule, detail)))
+    np.testing.assert_array_equal(read_d(cta, 0, 64), want)
+    assert notes and {rule for rule, _ in notes} == {"tcgen05-scale-factors-not-duplicated"}
+    assert "SFA: scale factors in columns [256, 260)" in notes[0][1]
+    cta.tmem[32:64, 264] ^= np.uint32(0x01010101)  # SFB rows 0-31 as quadrant 1's datapath reads them
+    _mma(cta, note=lambda rule, detail: notes.append((rule, detail)))
+    got = read_d(cta, 0, 64)
+    np.testing.assert_array_equal(np.delete(got, np.s_[32:64], axis=0), np.delete(want, np.s_[32:64], axis=0))
+    assert not np.array_equal(got[32:64, :32], want[32:64, :32])
+    np.testing.assert_array_equal(got[32:64, 32:], want[32:64, 32:])  # SFB rows 32-63: column 265, unchanged
+    with pytest.raises(Hazard, match="not duplicated"):
+        _mma(cta)  # without a note callback (a direct caller): the ISA's sentence, strictly
+
+
+def test_alloc_of_a_count_outside_the_isa_is_a_note_where_a_b200_ran_it():
+    """nCols = 136 (emu.precedents.JIAB_ALLOC_136): with a note callback, a Note and 256 columns taken (the most a
+    power-of-2 allocator could); the dealloc of 136 frees them; without one, the ISA's rule as a Hazard."""
+    cta = make_cluster(1).ctas[0]
+    notes = []
+    col = tmem_alloc([cta], 136, lambda rule, detail: notes.append(rule))
+    assert col == 0 and [(a.column, a.ncols) for a in cta.tmem_allocs] == [(0, 256)]
+    assert notes == ["tcgen05-alloc-columns-not-power-of-two"]
+    assert tmem_alloc([cta], 256) == 256
+    tcgen05.tmem_dealloc([cta], 0, 136, lambda rule, detail: notes.append(rule))
+    assert [(a.column, a.ncols) for a in cta.tmem_allocs] == [(256, 256)]
+    with pytest.raises(Hazard, match=r"nCols = 136 must be a power of 2"):
+        tmem_alloc([cta], 136)
+    with pytest.raises(Hazard, match=r"nCols = 1024 must be a power of 2"):
+        tmem_alloc([cta], 1024, lambda rule, detail: None)
+
+
 def test_mma_with_m_256_needs_the_pair():
     cta = _ready_1cta()
     with pytest.raises(Unsupported, match=r"cta_group::1 M = 256: only M = 128 \(Layout D\)"):
