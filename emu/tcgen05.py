@@ -345,11 +345,8 @@ def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: in
     ncols = rows // 32
     _check_allocated(cta, col, ncols, what)
     quads = cta.tmem[:, col:col + ncols].reshape(4, 32, ncols)  # [q, r, g]
-    read = np.ones(quads.shape, bool)
-    if own_rows:
-        read[:] = False
-        for q in range(4):
-            read[q, :, q] = True
+    # the words a datapath reads: SFA's datapath q only column col + q of its quadrant, SFB's every column
+    read = np.broadcast_to(np.eye(4, dtype=bool)[:, None, :] if own_rows else True, quads.shape)
     if np.any(quads[read] == POISON_WORD):
         raise Hazard(f"{what}: reads tensor memory columns [{col}, {col + ncols}) of CTA {cta.ctaid} that hold no data")
     if np.any(quads != quads[0:1]):
@@ -471,12 +468,12 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
                                              note)]
         sfa = np.concatenate([sfa_q[q, 32 * q:32 * q + 32] for q in range(4)])  # each datapath its own rows
         a_scaled = a_vals * np.repeat(sfa, block, axis=1)
-        # one B for all four datapaths where their SFB words agree (always, where the kernel duplicates them)
-        b_per_q = [b_vals * np.repeat(sfb_q[q], block, axis=1) for q in (range(4) if np.any(sfb_q != sfb_q[0:1])
-                                                                         else range(1))]
         with np.errstate(invalid="ignore", over="ignore"):
-            acc = (a_scaled @ b_per_q[0].T if len(b_per_q) == 1 else  # [128, N] float64
-                   np.concatenate([a_scaled[32 * q:32 * q + 32] @ b_per_q[q].T for q in range(4)]))
+            if np.any(sfb_q != sfb_q[0:1]):  # each datapath's D rows with its own quadrant's SFB
+                acc = np.concatenate([a_scaled[32 * q:32 * q + 32] @ (b_vals * np.repeat(sfb_q[q], block, axis=1)).T
+                                      for q in range(4)])  # [128, N] float64
+            else:  # duplicated (as the ISA asks): one B for all four
+                acc = a_scaled @ (b_vals * np.repeat(sfb_q[0], block, axis=1)).T
             if accumulate:
                 old = cta.tmem[:, d_col:d_col + d.n]
                 if np.any(old == POISON_WORD):
