@@ -302,7 +302,7 @@ CONFIG_TABLE = {
     (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=2, reduce_scatter=True, silu_ex2_poly=2),
     (512, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
     (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True),
-    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
+    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=3, reduce_scatter=True),
 }
 # <<< config table
 
