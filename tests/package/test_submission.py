@@ -114,7 +114,8 @@ def test_a_collector_only_on_64_wide_tiles():
                                                                    a_collector=True)
     assert S.default_config(128, 192, 256, 1).a_collector
     assert not S.default_config(512, 4096, 7168, 1).a_collector
-    # the table: 256x3072 on the collector's 64-wide tile; 256x4096 on v1.4's reduce-scatter (N 128, docs/levers.md §5)
+    # the table: 256x3072 on v1.6's three-pair split with the collector (its measured 256-row gain; docs/levers.md §6),
+    # 256x4096 on v1.4's reduce-scatter, the 512-row shapes without it (docs/design.md "A collector")
     assert [S.CONFIG_TABLE[s].a_collector for s in sorted(S.CONFIG_TABLE)] == [True, False, False, False]
 
 
