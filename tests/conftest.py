@@ -6,8 +6,8 @@ is the one the DSL would pick itself.
 Quick and full
 --------------
 `pytest -q` runs the quick set (the README's test command adds `-n auto`, a worker per CPU): every test not marked
-`slow`. It touches each layer once (reference, harness, preflight of one config, the emulator on a 1-CTA, a 2-CTA
-and an A-collector config, a planted bug) in about 2 minutes on 2 CPUs (4 in one process). The slow tests are deselected, not skipped: they count in
+`slow`. It touches each layer once (reference, harness, preflight of one config, the emulator on a 1-CTA, a 2-CTA,
+an A-collector and a CONFIG_TABLE config, a planted bug) in about 2 minutes on 2 CPUs (4 in one process). The slow tests are deselected, not skipped: they count in
 pytest's "N deselected", and the end of the run lists them by group (the test module, with the number of tests
 per test function) and prints the command that runs them.
 

@@ -21,8 +21,9 @@ from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, emulate, load_s
 
 SUB = load_submission(REPO / "submission.py")
 # The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
-# 1-CTA, 2-CTA with the A collector (the benchmark's table config); the other cases are marked slow.
-QUICK = {"m128n64_c1x1_e32", "m256n64_c2x1_e32", "m256n64_c2x1_e32_ac"}
+# 1-CTA, 2-CTA, 2-CTA with the A collector (the test shapes' default config) and a CONFIG_TABLE config (512x4096's);
+# the other cases are marked slow.
+QUICK = {"m128n64_c1x1_e32", "m256n64_c2x1_e32", "m256n64_c2x1_e32_ac", "m256n128_c2x1_e32"}
 
 
 def quick_if(case, quick: bool):
@@ -91,12 +92,19 @@ def test_one_config_matches_under_every_policy():
     assert res.launch["sm_count"] == 1  # a small shape: one CTA walks all four tiles (default_sm_count)
 
 
-# The quick set's leaderboard-data run of a table config; every CONFIG_TABLE config's leaderboard run is in the slow
-# set's test_correctness_no_gpu_path_passes (tests/package/test_scripts.py), at two clusters' worth of tiles.
-@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()} & QUICK))
+# Every CONFIG_TABLE config on leaderboard data, two tiles of its own (a k-tile per slice of a K split), the one in
+# QUICK in the quick set; the slow set's test_correctness_no_gpu_path_passes (tests/package/test_scripts.py) runs
+# them again at two clusters' worth of tiles.
+@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
 def test_leaderboard_generator_on_table_configs(name):
-    res = emulate(256, 256, 512, 1, config_name=name, mode="leaderboard", sched_seed=2)
+    cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
+    res = emulate(256, 256, max(512, 256 * cfg.split_k), 1, config_name=name, mode="leaderboard", sched_seed=2)
     assert res.status == "match", res.summary() + "\n" + res.message
+
+
+def test_the_quick_set_runs_a_table_config():
+    """CONFIG_TABLE changes by the timed ranking; the quick set must still emulate one of its configs."""
+    assert {c.name for c in SUB.CONFIG_TABLE.values()} & QUICK
 
 
 # All slow: 512 MMAs per schedule. Two schedules each, the uniform one and one skew, the skews taking turns over the
