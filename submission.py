@@ -611,6 +611,20 @@ class DualGemmKernel:
             return False, f"L={l} must be at least 1"
         return True, ""
 
+    @staticmethod
+    def schedule_for(config: KernelConfig, m: int, n: int, k: int, l: int) -> dict:
+        """The persistent scheduler's arithmetic for a shape (what _compute_grid launches and the k-split of kernel()):
+        clusters launched, cluster tiles, the rounds of tiles the busiest cluster runs, and the k-tiles its busiest CTA
+        runs over them (a K split's largest slice per tile). Tiles of one width compare by busiest_k_tiles before any
+        timing: docs/levers.md section 6."""
+        cluster_ctas = config.launch_cluster_mn[0] * config.launch_cluster_mn[1]
+        max_active_clusters = SM_COUNT // cluster_ctas
+        tiles = (m // (config.cta_tile_mn[0] * config.cluster_mn[0])) * (n // (config.mma_tile_mn[1] * config.cluster_mn[1])) * l
+        rounds = -(-tiles // max_active_clusters)
+        largest_slice = -(-(k // K_TILE) // config.split_k)
+        return {"clusters": min(tiles, max_active_clusters), "tiles": tiles, "rounds": rounds,
+                "busiest_k_tiles": rounds * largest_slice}
+
     def plan(self) -> dict:
         """Shared- and tensor-memory budget, derived from the tile shape and the SM100 capacities."""
         return self.plan_for(self.config)

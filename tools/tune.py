@@ -424,12 +424,14 @@ def dry_run(args) -> dict:
         print(GEMM_TIMED_CAVEAT)
         out["caveat"] = GEMM_TIMED_CAVEAT
     w = max(len(c.name) for c in unique) + 1
-    print(f"{'shape':20} {'config':{w}} {'preflight':10} {'timed us':9} {'vs best':8} {'status':10} binds")
+    print("load = the persistent scheduler's rounds of tiles : k-tiles of the busiest CTA (DualGemmKernel.schedule_for; "
+          "configs of one tile width compare by it before any timing, docs/levers.md section 6)")
+    print(f"{'shape':20} {'config':{w}} {'preflight':10} {'load':6} {'timed us':9} {'vs best':8} {'status':10} binds")
     for shape in shapes:
         rows = []
         for c in cands[shape]:
             r = {"config": c.name, "config_src": config_source(sub, c), "preflight": "ok" if not compiled[c] else "FAIL",
-                 "problems": compiled[c]}
+                 "problems": compiled[c], "schedule": sub.DualGemmKernel.schedule_for(c, *shape)}
             r.update({k: v for k, v in timed.get((shape, c.name), {"status": "not timed"}).items()
                       if k not in ("shape", "config")})
             rows.append(r)
@@ -438,7 +440,8 @@ def dry_run(args) -> dict:
             t = f"{r['timed_us']:.2f}" if "timed_us" in r else "-"
             why = r["problems"][0][:80] if r["problems"] else (r.get("message", "")[:80] if r["status"] != "match" else "")
             per = " ".join(f"{n} {x:.2f}" for n, x in r.get("variants", {}).items() if n != kept[0]["name"]) if kept else ""
-            print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {t:9} {_vs_best(r, band):8} {r['status']:10} "
+            load = f"{r['schedule']['rounds']}:{r['schedule']['busiest_k_tiles']}"
+            print(f"{str(shape[:3]):20} {r['config']:{w}} {r['preflight']:10} {load:6} {t:9} {_vs_best(r, band):8} {r['status']:10} "
                   f"{r.get('binds', '')}" + (f"  [{per}]" if per else "") + (f"  ({why})" if why else ""))
         table_now = sub.config_for(*shape, problem) if problem == "nvfp4_gemm" else sub.config_for(*shape)
         incumbent = next((r for r in rows if r["config"] == table_now.name and "vs_best" in r), None)

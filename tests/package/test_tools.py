@@ -460,6 +460,11 @@ def test_tune_dry_run_times_ranks_and_writes(tmp_path):
     assert sorted(r["config"] for r in rows) == sorted(names)
     assert all(r["preflight"] == "ok" and r["status"] == "match" and r["timed_us"] > 0 for r in rows), rows
     assert [r["timed_us"] for r in rows] == sorted(r["timed_us"] for r in rows)
+    # the load column: 8 tiles of 128 x 64 on 8 1-CTA clusters, 4 of 256 x 64 on 4 pairs; one round of 2 k-tiles each
+    assert {r["config"]: r["schedule"] for r in rows} == {
+        "m128n64_c1x1_e32": {"clusters": 8, "tiles": 8, "rounds": 1, "busiest_k_tiles": 2},
+        "m256n64_c2x1_e32_ac": {"clusters": 4, "tiles": 4, "rounds": 1, "busiest_k_tiles": 2}}
+    assert "load = the persistent scheduler's rounds" in p.stdout
     chosen = out["chosen"]["(256, 256, 512, 1)"]
     assert chosen["config"] == rows[0]["config"] and chosen["timed_us"] == rows[0]["timed_us"]
     after = sub.read_text()
