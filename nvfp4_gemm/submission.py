@@ -341,10 +341,12 @@ TUNE_SPACE = tuple(KernelConfig(mma_tile_mn=tile, cluster_mn=cluster) for tile, 
     # every shared-memory switch (found after the reduce-scatter alone missed by 0.1 point: docs/levers.md §5)
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, split_k=2, reduce_scatter=True,
                  silu_ex2_poly=2),
-    # ... and the three-pair split with the A collector: the collector's measured 256-row gain (public B200,
-    # docs/design.md "A collector") on the split that times best on 256x3072 (docs/levers.md section 6)
+    # ... and both splits with the A collector: the collector's measured 256-row gain (public B200, docs/design.md
+    # "A collector") on the split that times best on each 256-row shape (docs/levers.md section 6)
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, a_collector=True, split_k=3,
                  reduce_scatter=True),
+    KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, a_collector=True, split_k=2,
+                 reduce_scatter=True, silu_ex2_poly=2),
     KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True, tail_k_tiles=2),
     KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), tail_k_tiles=2),
     KernelConfig(mma_tile_mn=(128, 128), cluster_mn=(1, 1), product_per_cta=True),
