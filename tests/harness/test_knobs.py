@@ -96,6 +96,8 @@ WALKS = [
     # does (its gate and the uneven corner shape below run it)
     ("m256n128_c2x1_e16_sk3_rs", (256, 256, 1280, 1), 6, 30),
     ("m256n128_c2x1_e16_sk2_rs_px2", (256, 512, 1024, 1), 4, 31),
+    # v1.6's table config for 256x3072: the three-slice split with the A collector, four tiles of two k-tiles a slice
+    ("m256n128_c2x1_e16_ac_sk3_rs", (256, 512, 1536, 1), 6, 32),
     ("m128n128_c1x1_e32_ppc", (256, 512, 512, 1), 2, 25),
     ("m256n128_c2x1_e32_ppc", (256, 512, 512, 1), 4, 26),
     ("m256n256_c2x1_e32_ppc", (256, 512, 512, 1), 4, 27),

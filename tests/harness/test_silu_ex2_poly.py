@@ -214,6 +214,7 @@ def test_name_and_tune_space():
     names = {c.name for c in S.TUNE_SPACE if c.silu_ex2_poly}
     assert names == {"m256n64_c2x1_e32_ac_px2", "m256n128_c2x1_e32_px2", "m256n128_c2x1_e32_t3_px2",
                      "m256n128_c2x1_e16_sk2_rs_px2",  # v1.4's table entry for 256x4096
+                     "m256n128_c2x1_e16_ac_sk2_rs_px2",  # and its A-collector twin (docs/levers.md section 6)
                      "m256n128_c2x1_e32_t3_s96_px2"}  # with 96 columns of silu held ahead of acc2
     for c in S.TUNE_SPACE:
         assert (f"_px{c.silu_ex2_poly}" in c.name) == bool(c.silu_ex2_poly)
