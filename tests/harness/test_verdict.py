@@ -92,10 +92,10 @@ def test_one_config_matches_under_every_policy():
     assert res.launch["sm_count"] == 1  # a small shape: one CTA walks all four tiles (default_sm_count)
 
 
-# Every CONFIG_TABLE config on leaderboard data, two tiles of its own (a k-tile per slice of a K split), the one in
-# QUICK in the quick set; the slow set's test_correctness_no_gpu_path_passes (tests/package/test_scripts.py) runs
-# them again at two clusters' worth of tiles.
-@pytest.mark.parametrize("name", [quick_if([n], n in QUICK) for n in sorted({c.name for c in SUB.CONFIG_TABLE.values()})])
+# The quick set's leaderboard-data run of a table config, two tiles of its own (a k-tile per slice of a K split); every
+# CONFIG_TABLE config's leaderboard run is in the slow set's test_correctness_no_gpu_path_passes
+# (tests/package/test_scripts.py), at two clusters' worth of tiles.
+@pytest.mark.parametrize("name", sorted({c.name for c in SUB.CONFIG_TABLE.values()} & QUICK))
 def test_leaderboard_generator_on_table_configs(name):
     cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
     res = emulate(256, 256, max(512, 256 * cfg.split_k), 1, config_name=name, mode="leaderboard", sched_seed=2)
