@@ -16,6 +16,7 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,8 +185,7 @@ class InFlight:
         return r
 
 
-def _issue_number(op) -> int:
-    return op.seq
+_issue_number = operator.attrgetter("seq")  # bisect's key, called O(log n) times per lookup: a C getter, not a def
 
 
 class Cost:
@@ -464,19 +464,13 @@ class Machine:
             if self.progress:
                 self.progress(n + 1, len(ids))
 
-    def _runnable(self, w, wakeable: list) -> bool:
-        """Whether w can take a turn now. A warp asleep on an mbarrier that has changed since wakes at once under
-        most policies; under a late-wake policy it wakes with probability wake_prob (else it joins `wakeable`)."""
-        if w.done or w.blocked_on is not None:
+    def _wakes(self, w, wakeable: list) -> bool:
+        """Whether w, asleep on an mbarrier that has changed since, wakes now: at once under most policies; under a
+        late-wake policy with probability wake_prob (else it joins `wakeable`). run_cluster tests the rest inline."""
+        if self.knobs["wake_prob"] < 1.0 and self.rng.random() >= self.knobs["wake_prob"]:
+            wakeable.append(w)
             return False
-        if w.sleep_key is not None:
-            bar, version = w.sleep_key
-            if bar.version == version:
-                return False
-            if self.knobs["wake_prob"] < 1.0 and self.rng.random() >= self.knobs["wake_prob"]:
-                wakeable.append(w)
-                return False
-            w.sleep_key = None
+        w.sleep_key = None
         return True
 
     def _turn_order(self, cl) -> dict:
@@ -519,7 +513,11 @@ class Machine:
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
             wakeable = []
-            runnable = [w for w in warps if self._runnable(w, wakeable)]
+            # Who can take a turn (rebuilt every turn, so the tests are inline): not done, not blocked, and awake or
+            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now
+            runnable = [w for w in warps if not w.done and w.blocked_on is None
+                        and (w.sleep_key is None or (w.sleep_key[0].version != w.sleep_key[1]
+                                                     and self._wakes(w, wakeable)))]
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
                 if self.complete_one(cl):
                     continue
