@@ -92,7 +92,8 @@ def main(argv=None) -> int:
                                                       "only the tiles they write are checked")
     ap.add_argument("--sm-count", type=int, default=None,
                     help="compile with this SM count (fewer SMs: every CTA runs several tiles); default: reduced for "
-                         "small shapes, 148 otherwise")
+                         "small shapes, 148 otherwise. With --timing: the grid a GPU holding fewer clusters gets "
+                         "(submission.max_active_clusters), the engine still a B200 of 148 SMs")
     ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
                     help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
     ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default=None,
@@ -315,7 +316,7 @@ def _timed(args) -> int:
     res, timed = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
                                submission=args.submission, costs=costs, full_grid=args.full_grid,
                                trace=bool(args.trace), progress=progress, sched_seed=args.seed, dsl=args.dsl,
-                               host_path=args.host_path, problem=args.problem)
+                               host_path=args.host_path, problem=args.problem, sm_count=args.sm_count)
     print(res.summary())
     if res.status != "match":
         print(res.message)
@@ -350,7 +351,7 @@ def _timed(args) -> int:
         _, other = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
                                  submission=args.submission, full_grid=args.full_grid, sched_seed=args.seed,
                                  dsl=args.dsl, host_path=args.host_path, problem=args.problem,
-                                 costs=cost_table.load(overrides={**variant["overrides"], **overrides},
+                                 sm_count=args.sm_count, costs=cost_table.load(overrides={**variant["overrides"], **overrides},
                                                        prior=args.prior_costs))
         if other is not None and other.status == "completed":
             figures[variant["name"]] = other.per_call_us
