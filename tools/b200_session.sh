@@ -12,6 +12,8 @@
 #   pdl          probes/pdl.py: the launch gap and the PDL release with the kernel's launch and a stub body, as
 #                emu/timing/b200.yaml's rows were measured on an H200 (OUT/pdl.json)
 #   stamps       probes/profile_stamps.py: %globaltimer tick, clock, the buffer's decode on this card (OUT/profile_stamps.json)
+#   clusters     probes/cluster_occupancy.py: how many clusters of 1-16 CTAs of a whole SM this card holds at once
+#                (the grid's count, submission.max_active_clusters; OUT/cluster_occupancy.json)
 #   tune         tools/tune.py: every candidate config checked and timed per benchmark shape (OUT/tune.json); it does
 #                not rewrite submission.py (a person reads the bundle and decides)
 #   analyse      tools/profile.py --from-bundle: the timed emulator's prediction beside the measurement, the report,
@@ -58,6 +60,7 @@ step benchmark 1800 "${PY}" test_benchmark.py --json "${OUT}/benchmark.json"
 step profile 1800 "${PY}" tools/profile.py --no-timed --out "${OUT}/profile"
 step pdl 900 "${PY}" probes/pdl.py --json "${OUT}/pdl.json"
 step stamps 900 "${PY}" probes/profile_stamps.py --json "${OUT}/profile_stamps.json"
+step clusters 300 "${PY}" probes/cluster_occupancy.py --json "${OUT}/cluster_occupancy.json"
 step tune 5400 "${PY}" tools/tune.py --json "${OUT}/tune.json"
 step analyse 5400 "${PY}" tools/profile.py --from-bundle "${OUT}/profile" --out "${OUT}/profile"
 
