@@ -337,8 +337,8 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
     """The compiled kernel of each config in the SM100 emulator (emu/), on a small shape, every generator, through
     the launcher custom_kernel uses here (harness.capture.default_host_path: its TVM-FFI entry where apache-tvm-ffi
     imports, else the pointer fallback): strict data under the emulator's default verdict (several schedules;
-    harness.verdict.DEFAULT_SCHEDULES), the leaderboard's data under LEADERBOARD_SCHEDULES, unless `schedules` says
-    otherwise. A capture the emulator cannot make on this machine is a SKIP line with the reason, not a failure."""
+    harness.verdict.DEFAULT_SCHEDULES, or `schedules` of them), the leaderboard's data under LEADERBOARD_SCHEDULES. A
+    capture the emulator cannot make on this machine is a SKIP line with the reason, not a failure."""
     from harness.capture import default_host_path
     from harness.verdict import emulate
 
@@ -350,7 +350,7 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
     for config in configs:
         shape = emulator_small_shape(config)
         for mode in modes:
-            runs = schedules if schedules is not None or mode == "strict" else LEADERBOARD_SCHEDULES
+            runs = schedules if mode == "strict" else LEADERBOARD_SCHEDULES
             res = emulate(*shape, config_name=config.name, mode=mode, sched_seed=0, host_path=host_path,
                           schedules=runs, problem=problem)
             if res.status == "unsupported" and "cannot export" in res.message:
@@ -367,13 +367,15 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
     return passed, failed
 
 
-def run_file_checks(path, task, problem: str, clusters, allow_notes: bool) -> tuple[int, int, bool]:
+def run_file_checks(path, task, problem: str, clusters, allow_notes: bool,
+                    schedules: int | None = None) -> tuple[int, int, bool]:
     """Another leaderboard file in the SM100 emulator (harness.runner, one worker for every case): each test case with
-    both generators, strict data under the default verdict, the leaderboard's under LEADERBOARD_SCHEDULES; one line
-    per case, labelled emulated. (passed, failed, whether every failure was "cannot run")."""
+    both generators, strict data under the default verdict (or `schedules` schedules), the leaderboard's under
+    LEADERBOARD_SCHEDULES; one line per case, labelled emulated. (passed, failed, whether every failure was "cannot
+    run")."""
     from harness.runner import run_cases
 
-    cases = [((c["m"], c["n"], c["k"], c["l"]), mode, c["seed"], None if mode == "strict" else LEADERBOARD_SCHEDULES)
+    cases = [((c["m"], c["n"], c["k"], c["l"]), mode, c["seed"], schedules if mode == "strict" else LEADERBOARD_SCHEDULES)
              for c in task["tests"] for mode in reference.MODES]
     print(f"emulator: {Path(path).name} on {len(cases)} cases (its own launches; {clusters} cluster(s) of each launch)",
           flush=True)
@@ -399,7 +401,8 @@ def run_file_checks(path, task, problem: str, clusters, allow_notes: bool) -> tu
 
 
 def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
-    """The config custom_kernel picks for each test and benchmark shape, each once."""
+    """The config custom_kernel picks for each test and benchmark shape, each once, and the fallback it takes there on
+    a GPU that holds fewer clusters (submission.CONFIG_FALLBACK)."""
     import submission
 
     seen = {}
@@ -407,6 +410,9 @@ def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
         shape = (case["m"], case["n"], case["k"], case["l"])
         cfg = submission.config_for(*shape, problem) if problem == "nvfp4_gemm" else submission.config_for(*shape)
         seen.setdefault(cfg.name, cfg)
+        fallback = submission.CONFIG_FALLBACK.get(shape) if problem == "nvfp4_dual_gemm" else None
+        if fallback is not None:
+            seen.setdefault(fallback.name, fallback)
     return list(seen.values())
 
 
@@ -432,7 +438,7 @@ def check_file(args, task, ref, on_sm100: bool, where: str, start: float) -> int
     print(f"{Path(args.submission).name} cannot run here: {where}. Running the offline checks instead.")
     passed, failed = reference_self_check(ref=ref)
     clusters = args.clusters if args.clusters == "all" else int(args.clusters)
-    p, f, cannot = run_file_checks(args.submission, task, args.problem, clusters, args.allow_notes)
+    p, f, cannot = run_file_checks(args.submission, task, args.problem, clusters, args.allow_notes, args.schedules)
     passed, failed = passed + p, failed + f
     print(f"summary: {passed} passed, {failed} failed (reference and emulated checks; "
           f"{time.perf_counter() - start:.0f} s)")
@@ -453,6 +459,9 @@ def main(argv=None) -> int:
                         help="with --submission off a B200: clusters emulated per launch (N, or 'all')")
     parser.add_argument("--allow-notes", action="store_true",
                         help="with --submission: a MATCH with notes passes (for code that is not this package's)")
+    parser.add_argument("--schedules", type=int, default=None,
+                        help="off a B200: schedules of each emulated run on strict data (default: the emulator's "
+                             "six-schedule verdict; fewer is quicker and finds fewer races)")
     parser.add_argument("--configs", choices=("default", "all"), default="default",
                         help="default: custom_kernel as submitted; all: also every TUNE_SPACE config on every test "
                              "shape it can implement (after a kernel change; the tuner covers benchmark shapes)")
@@ -501,8 +510,8 @@ def main(argv=None) -> int:
     print(f"emulator: the compiled kernel of {len(configs)} config(s) on the CPU (tools/emulate.py; "
           f"{'every TUNE_SPACE config' if args.configs == 'all' else 'the configs the test and benchmark shapes use'})",
           flush=True)
-    p, f = (run_emulator_checks(configs) if args.problem == "nvfp4_dual_gemm"
-            else run_emulator_checks(configs, problem=args.problem))
+    p, f = (run_emulator_checks(configs, schedules=args.schedules) if args.problem == "nvfp4_dual_gemm"
+            else run_emulator_checks(configs, schedules=args.schedules, problem=args.problem))
     passed += p
     failed += f
     print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")

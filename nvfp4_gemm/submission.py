@@ -52,7 +52,7 @@ try:
 except ImportError:
     from cutlass.utils import LayoutEnum, SmemAllocator, TmemAllocator
 
-# B200 facts. Querying the device needs a GPU, and offline compiles have none.
+# B200 facts. Querying the device needs a GPU, and offline compiles have none (max_active_clusters asks where one is).
 SM_COUNT = 148
 SMEM_CAPACITY = 232448  # bytes of shared memory per CTA on sm_100
 TMEM_COLUMNS = 512  # 128 lanes x 512 columns of 32 bits per SM
@@ -306,6 +306,17 @@ CONFIG_TABLE = {
 }
 # <<< config table
 
+# A GPU may hold fewer clusters than SM_COUNT // cluster CTAs (max_active_clusters: a cluster stays in one GPC), and a
+# table entry whose clusters fill every SM then runs another round of tiles. Its fallback, a config of smaller
+# clusters, is taken where that GPU leaves the fallback's busiest CTA less work (config_for): the K splits need 32
+# clusters of four CTAs at 256x4096 and 24 of six at 256x3072 and 512x3072, and one short they are timed 48%, 36% and
+# 19% slower than their fallbacks (docs/levers.md section 7).
+CONFIG_FALLBACK = {
+    (256, 4096, 7168, 1): KernelConfig(mma_tile_mn=(256, 64), cluster_mn=(2, 1), a_collector=True),
+    (256, 3072, 4096, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1), epi_tile_n=16, a_collector=True, split_k=2, reduce_scatter=True, silu_ex2_poly=2),
+    (512, 3072, 7168, 1): KernelConfig(mma_tile_mn=(256, 128), cluster_mn=(2, 1)),
+}
+
 # What tools/tune.py may try on a B200: tile and cluster shapes (cluster N > 1 multicasts A, cluster M > 1
 # multicasts B, M 256 is a 2-CTA pair), then single-knob variants of the two default tiles.
 _TUNE_TILES = (
@@ -471,8 +482,22 @@ def default_gemm_config(m: int, n: int, k: int, l: int) -> KernelConfig:
 
 
 def config_for(m: int, n: int, k: int, l: int, problem: str = DUAL_GEMM_PROBLEM) -> KernelConfig:
+    """The config custom_kernel runs for a shape on this GPU: the table's entry, or its CONFIG_FALLBACK where this GPU's
+    cluster count (max_active_clusters) leaves the fallback's busiest CTA strictly less work; else default_config."""
     table = GEMM_CONFIG_TABLE if problem == GEMM_PROBLEM else CONFIG_TABLE
-    return table.get((m, n, k, l)) or default_config(m, n, k, l, problem)
+    entry = table.get((m, n, k, l))
+    if entry is None:
+        return default_config(m, n, k, l, problem)
+    fallback = CONFIG_FALLBACK.get((m, n, k, l)) if problem == DUAL_GEMM_PROBLEM else None
+    if fallback is not None and busiest_work(fallback, m, n, k, l) < busiest_work(entry, m, n, k, l):
+        return fallback
+    return entry
+
+
+def busiest_work(config: KernelConfig, m: int, n: int, k: int, l: int) -> int:
+    """The busiest CTA's k-tiles on this GPU (DualGemmKernel.schedule_for) times the MMA tile's N: a k-tile of an N-wide
+    tile is N columns of MMAs, so tiles of different widths compare to first order (docs/levers.md section 7)."""
+    return DualGemmKernel.schedule_for(config, m, n, k, l)["busiest_k_tiles"] * config.mma_tile_mn[1]
 
 
 def candidate_configs(m: int, n: int, k: int, l: int, problem: str = DUAL_GEMM_PROBLEM) -> list:
@@ -619,12 +644,11 @@ class DualGemmKernel:
         clusters launched, cluster tiles, the rounds of tiles the busiest cluster runs, and the k-tiles its busiest CTA
         runs over them (a K split's largest slice per tile). Tiles of one width compare by busiest_k_tiles before any
         timing: docs/levers.md section 6."""
-        cluster_ctas = config.launch_cluster_mn[0] * config.launch_cluster_mn[1]
-        max_active_clusters = SM_COUNT // cluster_ctas
+        clusters = max_active_clusters(config.launch_cluster_mn[0] * config.launch_cluster_mn[1])
         tiles = (m // (config.cta_tile_mn[0] * config.cluster_mn[0])) * (n // (config.mma_tile_mn[1] * config.cluster_mn[1])) * l
-        rounds = -(-tiles // max_active_clusters)
+        rounds = -(-tiles // clusters)
         largest_slice = -(-(k // K_TILE) // config.split_k)
-        return {"clusters": min(tiles, max_active_clusters), "tiles": tiles, "rounds": rounds,
+        return {"clusters": min(tiles, clusters), "tiles": tiles, "rounds": rounds,
                 "busiest_k_tiles": rounds * largest_slice}
 
     def plan(self) -> dict:
@@ -959,8 +983,8 @@ class DualGemmKernel:
         params = utils.PersistentTileSchedulerParams(
             num_ctas_mnl, (*self.launch_cluster_mn, 1), raster_along_m=self.config.raster_along_m
         )
-        max_active_clusters = SM_COUNT // (self.launch_cluster_mn[0] * self.launch_cluster_mn[1])
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, max_active_clusters)
+        clusters = max_active_clusters(self.launch_cluster_mn[0] * self.launch_cluster_mn[1])
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, clusters)
         return params, grid
 
     # ------------------------------------------------------------------ device side
@@ -2461,6 +2485,30 @@ def _fake_profile_buffer():
     """The profile buffer's compile-time stand-in: (CTAs, PROFILE_WORDS) int64 (KernelConfig.profile)."""
     return make_fake_compact_tensor(cutlass.Int64, (cute.sym_int(), PROFILE_WORDS), stride_order=(1, 0),
                                     assumed_align=16)
+
+
+_ACTIVE_CLUSTERS = {}  # cluster CTAs -> the driver's answer (once per process: it compiles an empty kernel)
+
+
+def max_active_clusters(cluster_ctas: int) -> int:
+    """Clusters of `cluster_ctas` CTAs, one per SM (the kernel's shared memory takes an SM), that the GPU runs at once:
+    the persistent grid's size (DualGemmKernel._compute_grid, schedule_for).
+
+    A cluster runs inside one GPC and the SMs per GPC vary from chip to chip, so fewer than SM_COUNT // cluster_ctas
+    may fit: an H200 (132 SMs) holds 17 clusters of 6 and 30 of 4, not 22 and 33 (measured, probes/cluster_occupancy.py;
+    docs/levers.md section 7). A grid sized past that runs its last clusters after the first ones end, a round more.
+    On a GPU the driver answers (cuOccupancyMaxActiveClusters through cutlass.utils.HardwareInfo, as NVIDIA's
+    persistent examples size their grids and its Blackwell tuning guide advises); with none (the emulator,
+    preflight's offline compile) it is SM_COUNT // cluster_ctas, every SM of a B200 busy."""
+    if not torch.cuda.is_available():
+        return SM_COUNT // cluster_ctas
+    if cluster_ctas not in _ACTIVE_CLUSTERS:
+        clusters = utils.HardwareInfo().get_max_active_clusters(cluster_ctas)
+        if clusters < 1:
+            raise ValueError(f"this GPU runs no cluster of {cluster_ctas} CTAs of a whole SM each (the driver's "
+                             f"cuOccupancyMaxActiveClusters says {clusters}): a config with a smaller cluster is needed")
+        _ACTIVE_CLUSTERS[cluster_ctas] = clusters
+    return _ACTIVE_CLUSTERS[cluster_ctas]
 
 
 def _tvm_ffi_available() -> bool:

@@ -1,6 +1,6 @@
 """Offline preflight for submission.py: no GPU needed.
 
-Cross-compiles every kernel config for sm_100a (CONFIG_TABLE, the configs task.yml's shapes use,
+Cross-compiles every kernel config for sm_100a (CONFIG_TABLE, the configs task.yml's shapes use and their fallbacks,
 TUNE_SPACE), one subprocess per config, and judges the dumped PTX/cubin: registers, spills, shared
 memory, barriers, threads per CTA, and static counts of the instructions that matter. Also lints
 submission.py against the leaderboard rules (docs/leaderboard.md §4). Prints a table, writes JSON, exits 1 on
@@ -455,6 +455,9 @@ def collect_configs(sub, shapes: dict, quick: bool, gemm_shapes: dict | None = N
             dflt = sub.default_config(*shape)
             if dflt != cfg:
                 add(dflt, f"default {shape[:3]}")
+            fallback = getattr(sub, "CONFIG_FALLBACK", {}).get(shape)  # a GPU holding fewer clusters runs it
+            if fallback is not None:
+                add(fallback, f"fallback {shape[:3]}")
             ok, why = sub.DualGemmKernel.can_implement(cfg, *shape)
             if not ok:
                 problems.append(f"{kind[:-1]} shape {shape}: its config {cfg.name} cannot implement it: {why}")

@@ -192,19 +192,16 @@ def test_cluster_subset_checks_only_its_tiles():
 
 
 @pytest.mark.slow
-def test_schedule_arithmetic_is_what_the_kernel_launches():
+def test_schedule_arithmetic_is_what_the_kernel_launches(monkeypatch):
     """DualGemmKernel.schedule_for (the tuner's load column) against the launch the emulator captures: a three-pair
     K split on 12 SMs, 2 clusters of 6 for 8 tiles, so each runs 4 rounds; C over the one simulated cluster."""
     cfg = next(c for c in SUB.TUNE_SPACE if c.name == "m256n128_c2x1_e16_sk3_rs")
     res = emulate(256, 1024, 768, 1, config_name=cfg.name, clusters=1, sched_seed=3, sm_count=12,
                   schedules=["uniform:3"])
     assert res.status == "match", res.summary() + "\n" + res.message
-    # schedule_for reads the module's SM_COUNT, as the compile on 12 SMs did
-    SUB.SM_COUNT, saved = 12, SUB.SM_COUNT
-    try:
-        plan = SUB.DualGemmKernel.schedule_for(cfg, 256, 1024, 768, 1)
-    finally:
-        SUB.SM_COUNT = saved
+    # with no GPU both take max_active_clusters' SM_COUNT // cluster CTAs: the compile ran on 12 SMs
+    monkeypatch.setattr(SUB, "SM_COUNT", 12)
+    plan = SUB.DualGemmKernel.schedule_for(cfg, 256, 1024, 768, 1)
     assert plan == {"clusters": 2, "tiles": 8, "rounds": 4, "busiest_k_tiles": 4}
     assert res.clusters_total == plan["clusters"] and res.checked_elements == 4 * 256 * 128
 

@@ -6,6 +6,7 @@ clear ValueError before any launch, the per-call path keeps nothing but compiled
 compiles for sm_100a for every shape and config the package uses.
 """
 import ast
+import math
 import os
 import re
 import subprocess
@@ -54,8 +55,8 @@ def test_one_file_imports_only_task_torch_cutlass_and_stdlib():
 
 
 def test_module_state_is_only_the_compile_caches():
-    """Nothing keyed on data is kept across calls: the only module-level containers are the two caches (and the two
-    problems' config tables)."""
+    """Nothing keyed on data is kept across calls: the only module-level containers are the two compile caches, the
+    GPU's cluster capacity (max_active_clusters), the two problems' config tables and the table's fallbacks."""
     tree = ast.parse(SOURCE)
     containers = set()
     for node in tree.body:
@@ -63,7 +64,66 @@ def test_module_state_is_only_the_compile_caches():
             for target in node.targets:
                 if isinstance(target, ast.Name) and isinstance(node.value, (ast.Dict, ast.List, ast.Set)):
                     containers.add(target.id)
-    assert containers == {"CONFIG_TABLE", "GEMM_CONFIG_TABLE", "_compiled", "_launchers"}
+    assert containers == {"CONFIG_TABLE", "GEMM_CONFIG_TABLE", "CONFIG_FALLBACK", "_compiled", "_launchers",
+                          "_ACTIVE_CLUSTERS"}
+
+
+def on_a_gpu(monkeypatch, capacity: dict) -> list:
+    """submission as on a GPU whose driver says it holds capacity[n] clusters of n CTAs (SM_COUNT // n for the other
+    sizes), through a stand-in of cutlass.utils.HardwareInfo; returns the list of cluster sizes queried."""
+    queries = []
+
+    class FakeHardwareInfo:
+        def get_max_active_clusters(self, cluster_size):
+            queries.append(cluster_size)
+            return capacity.get(cluster_size, S.SM_COUNT // cluster_size)
+
+    monkeypatch.setattr(S.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(S.utils, "HardwareInfo", FakeHardwareInfo)
+    monkeypatch.setattr(S, "_ACTIVE_CLUSTERS", {})
+    return queries
+
+
+def test_grid_clusters_without_a_gpu_fill_every_sm():
+    assert not torch.cuda.is_available()
+    assert [S.max_active_clusters(n) for n in (1, 2, 4, 6, 8)] == [148, 74, 37, 24, 18]
+
+
+def test_grid_clusters_on_a_gpu_are_the_drivers_and_reshape_the_schedule(monkeypatch):
+    """On a GPU the grid takes the driver's count (once per cluster size): a B200 holding 20 clusters of 6 instead of
+    148 // 6 gives 512x3072's three-pair split three rounds of tiles, as many k-tiles as no split."""
+    queries = on_a_gpu(monkeypatch, {6: 20, 3: 0})
+    split = S.CONFIG_TABLE[(512, 3072, 7168, 1)]
+    assert split.launch_cluster_mn[0] * split.launch_cluster_mn[1] == 6
+    assert S.DualGemmKernel.schedule_for(split, 512, 3072, 7168, 1) == {
+        "clusters": 20, "tiles": 48, "rounds": 3, "busiest_k_tiles": 30}
+    assert S.max_active_clusters(6) == 20 and S.max_active_clusters(2) == 74
+    assert queries == [6, 2]  # cached: one query per cluster size
+    with pytest.raises(ValueError, match="no cluster of 3 CTAs"):
+        S.max_active_clusters(3)
+
+
+@pytest.mark.parametrize("four,six,falling_back", [
+    (37, 24, set()), (32, 24, set()), (37, 23, {(256, 3072, 4096, 1), (512, 3072, 7168, 1)}),
+    (31, 20, {(256, 4096, 7168, 1), (256, 3072, 4096, 1), (512, 3072, 7168, 1)})])
+def test_split_entries_fall_back_where_the_gpu_holds_fewer_clusters(monkeypatch, four, six, falling_back):
+    """config_for takes CONFIG_FALLBACK's config where the GPU's cluster counts leave it less work on the busiest CTA:
+    the K splits keep their rounds only where 32 clusters of 4 (256x4096) and 24 of 6 (the 3072-wide shapes) fit."""
+    on_a_gpu(monkeypatch, {4: four, 6: six})
+    for shape, entry in S.CONFIG_TABLE.items():
+        assert S.config_for(*shape) == (S.CONFIG_FALLBACK[shape] if shape in falling_back else entry), shape
+
+
+def test_fallbacks_are_tunable_smaller_clusters_and_idle_without_a_gpu():
+    """The gate emulates every fallback (TUNE_SPACE); each needs smaller clusters than its entry; with every SM
+    available (no GPU: the B200's count) the entry runs, its busiest CTA's work at most the fallback's."""
+    names = {c.name for c in S.TUNE_SPACE}
+    for shape, fallback in S.CONFIG_FALLBACK.items():
+        entry = S.CONFIG_TABLE[shape]
+        assert fallback.name in names and S.DualGemmKernel.can_implement(fallback, *shape)[0]
+        assert math.prod(fallback.launch_cluster_mn) < math.prod(entry.launch_cluster_mn)
+        assert S.busiest_work(entry, *shape) <= S.busiest_work(fallback, *shape)
+        assert S.config_for(*shape) == entry
 
 
 def test_custom_kernel_launches_every_call_with_that_calls_tensors(monkeypatch):
