@@ -526,6 +526,8 @@ class DualGemmKernel:
         self.cluster_shape_mn = (config.cluster_mn[0], config.cluster_mn[1] * (2 if config.product_per_cta else 1))
         self.cluster_shape_mnk = (*self.cluster_shape_mn, config.split_k)
         self.launch_cluster_mn = config.launch_cluster_mn
+        # the grid's cluster count, asked before any tracing (on a GPU the driver's query compiles a kernel of its own)
+        self.max_active_clusters = max_active_clusters(self.launch_cluster_mn[0] * self.launch_cluster_mn[1])
         # accumulators per stage: one with product_per_cta (one product per CTA) or for the single GEMM
         self.accs_per_stage = 1 if config.product_per_cta or config.single_product else 2
         self.single_product = config.single_product
@@ -983,8 +985,7 @@ class DualGemmKernel:
         params = utils.PersistentTileSchedulerParams(
             num_ctas_mnl, (*self.launch_cluster_mn, 1), raster_along_m=self.config.raster_along_m
         )
-        clusters = max_active_clusters(self.launch_cluster_mn[0] * self.launch_cluster_mn[1])
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, clusters)
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(params, self.max_active_clusters)
         return params, grid
 
     # ------------------------------------------------------------------ device side
