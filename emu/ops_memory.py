@@ -198,7 +198,9 @@ def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
     object must be initialised before any other mbarrier operation on it). A hardware-verified kernel does it and
     survives (the init comes in the first instructions of warp 0, the use later on another warp): the warp waits for
     the init, with a Note. True when the warp must wait."""
-    for addr in {int(addrs[lane]): None for lane in lanes}:  # each distinct address once, in lane order
+    first = int(addrs[lanes[0]])
+    # each distinct address once, in lane order (mostly one: every lane names the same mbarrier)
+    for addr in (first,) if (addrs[lanes] == first).all() else {int(addrs[lane]): None for lane in lanes}:
         cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
         if off not in cta.mbarriers:
             init_notes(ex, ins.site())(INIT_UNORDERED, f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at "
@@ -307,8 +309,11 @@ class MbarrierOps:
         # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
         # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
         codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
-        distinct, first = np.unique(codes, return_index=True)
-        groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
+        if (codes == codes[0]).all():
+            groups = [lanes]
+        else:
+            distinct, first = np.unique(codes, return_index=True)
+            groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
         key = warp_key(w)
         bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], space == "shared::cluster", ins.opcode)
         for group, bar in zip(groups, bars):
