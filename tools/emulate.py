@@ -350,8 +350,8 @@ def _timed(args) -> int:
     for variant in _other_variants(args):
         _, other = timed_emulate(m, n, k, l, config_name=args.config, mode=args.mode, seed=args.input_seed,
                                  submission=args.submission, full_grid=args.full_grid, sched_seed=args.seed,
-                                 dsl=args.dsl, host_path=args.host_path, problem=args.problem,
-                                 sm_count=args.sm_count, costs=cost_table.load(overrides={**variant["overrides"], **overrides},
+                                 dsl=args.dsl, host_path=args.host_path, problem=args.problem, sm_count=args.sm_count,
+                                 costs=cost_table.load(overrides={**variant["overrides"], **overrides},
                                                        prior=args.prior_costs))
         if other is not None and other.status == "completed":
             figures[variant["name"]] = other.per_call_us
