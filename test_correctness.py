@@ -320,13 +320,6 @@ def run_tune_space_checks(task, problem: str = "nvfp4_dual_gemm") -> tuple[int, 
     return passed, failed
 
 
-def emulator_small_shape(config) -> tuple:
-    """A small shape for `config` in the emulator: two clusters' worth of tiles along M and N, two k-tiles
-    per tile, or one per slice of a K split (leaderboard-valid: M, N multiples of 128)."""
-    cm, cn = config.cluster_mn
-    return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), max(512, 256 * config.split_k), 1)
-
-
 # The leaderboard's generator runs one schedule: its point is the leaderboard's data within tolerance, and the
 # kernel's C does not depend on the schedule, while a race shows at least as well on strict data (every FP4 code,
 # scales >= 1), which gets the default verdict.
@@ -340,7 +333,7 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
     harness.verdict.DEFAULT_SCHEDULES, or `schedules` of them), the leaderboard's data under LEADERBOARD_SCHEDULES. A
     capture the emulator cannot make on this machine is a SKIP line with the reason, not a failure."""
     from harness.capture import default_host_path
-    from harness.verdict import emulate
+    from harness.verdict import emulate, small_shape
 
     host_path = default_host_path()
     if host_path == "pointer":
@@ -348,7 +341,7 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
               "emulated checks run that launcher", flush=True)
     passed = failed = 0
     for config in configs:
-        shape = emulator_small_shape(config)
+        shape = small_shape(config)
         for mode in modes:
             runs = schedules if mode == "strict" else LEADERBOARD_SCHEDULES
             res = emulate(*shape, config_name=config.name, mode=mode, sched_seed=0, host_path=host_path,
@@ -401,18 +394,15 @@ def run_file_checks(path, task, problem: str, clusters, allow_notes: bool,
 
 
 def configs_used_by(task, problem: str = "nvfp4_dual_gemm") -> list:
-    """The config custom_kernel picks for each test and benchmark shape, each once, and the fallback it takes there on
-    a GPU that holds fewer clusters (submission.CONFIG_FALLBACK)."""
+    """Every config custom_kernel may run for a test or benchmark shape, each once: the first call's chain
+    (submission.config_chain: the table's choice on this GPU, its fallback where a GPU holds fewer clusters, the
+    default rule's, the safe last resort)."""
     import submission
 
     seen = {}
     for case in task["tests"] + task["benchmarks"]:
-        shape = (case["m"], case["n"], case["k"], case["l"])
-        cfg = submission.config_for(*shape, problem) if problem == "nvfp4_gemm" else submission.config_for(*shape)
-        seen.setdefault(cfg.name, cfg)
-        fallback = submission.CONFIG_FALLBACK.get(shape) if problem == "nvfp4_dual_gemm" else None
-        if fallback is not None:
-            seen.setdefault(fallback.name, fallback)
+        for cfg in submission.config_chain(case["m"], case["n"], case["k"], case["l"], problem):
+            seen.setdefault(cfg.name, cfg)
     return list(seen.values())
 
 

@@ -89,12 +89,13 @@ def compile_artifacts(probe: str, config_fields: dict, checked=ALL_LOADS, overri
     """Directory with kernel.ptx, kernel.o (export_to_c of the probe's TVM-FFI function) and meta.json; cached
     per (probe file, device_stub, submission, this file, DSL, config, checked loads, overrides)."""
     _prepare_import()
-    from harness.capture import cached_compile, installed_dsl
+    from harness.capture import cached_compile
+    from harness.dsl import installed_version
     from harness.compile_worker import EXPORT_NAME  # call_host calls __tvm_ffi_<EXPORT_NAME>
 
     overrides = overrides or {}
     sources = [PROBE_FILES[probe], REPO / "probes" / "device_stub.py", REPO / "submission.py", Path(__file__)]
-    key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources], "dsl": installed_dsl(),
+    key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources], "dsl": installed_version(),
            "probe": probe, "config": sorted((k, repr(v)) for k, v in config_fields.items()),
            "checked": list(checked), "overrides": sorted((k, repr(v)) for k, v in overrides.items())}
     job = {"probe": probe, "config": config_fields, "checked": list(checked), "overrides": overrides,

@@ -123,10 +123,11 @@ def find_example(env_var: str = "NVIDIA_BLOCKSCALED_EXAMPLE") -> tuple[Path | No
 # ============================================================================ compile (worker subprocess)
 def compile_artifacts(example: Path, cfg: CalConfig) -> Path:
     """Directory with kernel.ptx, kernel.o (export_to_c object), emu_cal.h, meta.json; cached."""
-    from harness.capture import cached_compile, installed_dsl
+    from harness.capture import cached_compile
+    from harness.dsl import installed_version
 
     example = Path(example).resolve()
-    key = {"example": hashlib.sha256(example.read_bytes()).hexdigest(), "dsl": installed_dsl(),
+    key = {"example": hashlib.sha256(example.read_bytes()).hexdigest(), "dsl": installed_version(),
            "cfg": [cfg.mma_tiler_mn, cfg.cluster_shape_mn, cfg.max_active_clusters, cfg.c_dtype],
            "worker": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
     env = dict(os.environ, CUTE_DSL_KEEP_PTX="1")

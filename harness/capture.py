@@ -41,6 +41,7 @@ from emu.cubin import EM_CUDA, cubin_resources
 from emu.launch import CapturedLaunch, entry_params
 from emu.ptx import static_shared_bytes
 
+from . import dsl as dsl_release
 from .compile_worker import C_ABI_PREFIX, EXPORT_NAME
 from .dsl_export import K_TVMFFI_DLTENSOR_PTR, TVMFFIAny, c_abi_entry, call_c_abi, call_tvm_ffi, dltensor, init_library
 from .host import (LaunchError, build_library, c_compiler, cache_root, dsl_errors, host_output, prime_stubs,
@@ -62,12 +63,15 @@ def _config_fields(config) -> dict:
 
 
 def dsl_env(dsl: str) -> dict:
-    env = dict(os.environ)
-    if dsl == "4.3.5":
-        root = REPO / ".venv" / "dsl435"
-        env["PYTHONPATH"] = f"{root}{os.pathsep}{root / 'nvidia_cutlass_dsl' / 'python_packages'}"
-    elif dsl != "default":
-        raise ValueError(f"dsl must be 'default' or '4.3.5', got {dsl!r}")
+    """The environment a compile worker imports nvidia-cutlass-dsl `dsl` in ("default": the venv's own release; a
+    release number: its install under .venv/dsl, harness.dsl): that release first on PYTHONPATH, the per-artifact dump
+    switches every release knows (CUTE_DSL_KEEP=ptx,cubin alone is 4.5 on), and, before 4.5, a placeholder
+    libcuda.so.1: those releases build a JIT engine whose runtime library is linked against it, which on a machine
+    without a driver would not load (the engine is never run here; 4.5 on compile with no driver at all)."""
+    env = dsl_release.environment(dsl)
+    env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
+    if dsl_release.before(dsl_release.resolve(dsl), "4.5"):
+        env["LD_LIBRARY_PATH"] = f"{placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
     return env
 
 
@@ -131,17 +135,11 @@ def compile_artifacts(submission_path: str, config, sm_count: int | None = None,
     variant = variant or default_host_path()
     fields = _config_fields(config)
     key = [source_digest(submission_path, (Path(submission_path).resolve().parent, REPO)),
-           sorted((k, repr(v)) for k, v in fields.items()), sm_count, dsl, variant,
-           installed_dsl() if dsl == "default" else dsl, hashlib.sha256(WORKER.read_bytes()).hexdigest()]
+           sorted((k, repr(v)) for k, v in fields.items()), sm_count, variant, dsl_release.resolve(dsl),
+           hashlib.sha256(WORKER.read_bytes()).hexdigest()]
     job = {"submission": str(Path(submission_path).resolve()), "sm_count": sm_count, "variant": variant,
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
     env = dsl_env(dsl)
-    if dsl == "4.3.5":  # 4.3.5 knows only the per-artifact switches
-        env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
-        env.pop("CUTE_DSL_KEEP", None)
-        # 4.3.5 builds a JIT engine whose runtime library is linked against libcuda.so.1; on a machine without
-        # a driver a placeholder (no GPU functionality: every entry point fails) lets it load. Never run here.
-        env["LD_LIBRARY_PATH"] = f"{placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
     # Run as a script (not `-m harness.compile_worker`): the worker must not import the emulator or the harness.
     return cached_compile("", key, job, WORKER, "--worker", env)
 
@@ -161,16 +159,6 @@ def placeholder_libcuda() -> Path:
         os.replace(tmp, lib)
         src.unlink()
     return d
-
-
-def installed_dsl() -> str:
-    """The installed nvidia-cutlass-dsl (metadata only: importing it would pick one version for the process)."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("nvidia-cutlass-dsl")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 # ----------------------------------------------------------------------------- call the host function

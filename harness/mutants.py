@@ -148,12 +148,12 @@ MUTANTS = (
            "tCgC = thr_mma.partition_C(gC_mnl)", "tCgC = tiled_mma.get_slice(0).partition_C(gC_mnl)", C2_128,
            (256, 256, 512, 1), expect=MISMATCH),
     Mutant("pdl_no_wait_before_loads", "global memory touched before griddepcontrol.wait under PDL",
-           "                cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible\n",
+           "                griddepcontrol_wait()  # the previous kernel's writes are complete and visible\n",
            "                pass\n", C1, (128, 256, 512, 1), expect=BEFORE_PDL_WAIT),
     # pdl_early_k_tiles: the config is judged in the leaderboard's stream, where reading inputs early is legal; storing
     # C before the wait is not (the previous call writes C)
     Mutant("pdl_store_before_wait", "C stored before griddepcontrol.wait under PDL (the early-loads config's stream)",
-           "                cute.arch.griddepcontrol_wait()  # no store to C before the previous kernel is done with it\n",
+           "                griddepcontrol_wait()  # no store to C before the previous kernel is done with it\n",
            "                pass\n", C2_AC_EARLY, (256, 128, 512, 1), expect=BEFORE_PDL_WAIT),
     Mutant("collector_not_filled", "A collector used without a fill (collector::a::fill missing)",
            'f"@e {mma}.collector::a::fill [$0], ad, bd1, id, [$5], [$6], p;\\n"',
@@ -194,6 +194,9 @@ MUTANTS = (
     Mutant("init_not_ordered_1cta", "no synchronisation between mbarrier init and its first use (1 CTA)",
            "        pipeline_init_wait(cluster_shape_mn=self.launch_cluster_mn)\n", "", C1, (128, 256, 512, 1), family="init",
            expect=USED_BEFORE_INIT),
+    Mutant("tmem_dealloc_barrier_uninit", "the pair's dealloc mbarrier never initialised (the kernel owns it)",
+           "                cute.arch.mbarrier_init(dealloc_mbar, cute.arch.WARP_SIZE)\n", "                pass\n", C2,
+           (256, 256, 512, 1), family="init", expect=DEADLOCK + USED_BEFORE_INIT),
     # ---- schedule: races that need a large skew between roles (emu.machine.POLICIES)
     Mutant("acc_no_producer_acquire", "MMA overwrites an accumulator stage the epilogue may still read",
            "                    acc_pipeline.producer_acquire(acc_producer_state)\n", "                    pass\n",
@@ -209,6 +212,10 @@ MUTANTS = (
     Mutant("tmem_freed_while_read", "tensor memory freed while other epilogue warps still read it",
            "            self.epilogue_barrier.arrive_and_wait()\n", "", C1, (128, 256, 512, 1), family="schedule",
            # emu.ordering names the free at every schedule (the freed columns' poison once showed in one in four)
+           expect=("note:tcgen05-dealloc-while-read",)),
+    # the pair's tensor-memory deallocation (DualGemmKernel._tmem_free): each allocator warp waits for its peer's arrival
+    Mutant("tmem_pair_dealloc_no_wait", "a CTA of a pair deallocates tensor memory without waiting for its peer",
+           "                cute.arch.mbarrier_wait(dealloc_mbar, 0)\n", "", C2, (256, 256, 512, 1), family="schedule",
            expect=("note:tcgen05-dealloc-while-read",)),
     # ---- wrap: only several tiles per CTA show it (harness.verdict.default_sm_count)
     Mutant("acc_stage_index_fixed", "epilogue reads accumulator stage 0 whatever the stage",

@@ -60,6 +60,7 @@ class LaunchRecord:
     static_smem: int | None
     built_by: str
     params: int
+    forms: list | None = None  # the kernel's PTX instruction forms (emu.forms), sorted; None where its PTX does not parse
 
 
 @dataclass
@@ -202,6 +203,17 @@ def _wait(proc, log: Path, progress) -> int:
 
 
 # ----------------------------------------------------------------------------- the worker
+def kernel_forms(ptx: str) -> list | None:
+    """emu.forms of a launched kernel's PTX, sorted (calibration/ptx_ledger.py compares kernels by them)."""
+    from emu.forms import forms
+    from emu.state import EmulatorError
+
+    try:
+        return sorted(forms(ptx))
+    except EmulatorError:
+        return None
+
+
 def is_package_kernel(path) -> bool:
     """Whether the file is this package's kernel (submission.py or a modified copy: it defines DualGemmKernel and
     compile_config), which tools/emulate.py runs config by config through harness.verdict; any other file goes
@@ -355,7 +367,7 @@ class Worker:
         index = len(call["launches"])
         call["launches"].append(LaunchRecord(cap.kernel_name, tuple(cap.grid), tuple(cap.block), tuple(cap.cluster),
                                              cap.dynamic_smem, cap.registers, cap.static_smem, cap.dsl_version,
-                                             len(cap.params)))
+                                             len(cap.params), kernel_forms(cap.ptx)))
         if call["stopped"] is not None or not self.job["emulate"]:
             return
         say(f"launch {index}: {cap.kernel_name[:70]} grid {cap.grid} block {cap.block} cluster {cap.cluster} "

@@ -78,6 +78,13 @@ def default_sm_count(config, m: int, n: int, l: int) -> int | None:
     return ctas * max(1, clusters // TILES_PER_CLUSTER)
 
 
+def small_shape(config) -> tuple:
+    """A small shape for `config` in the emulator: two clusters' worth of tiles along M and N, two k-tiles per tile,
+    or one per slice of a K split (leaderboard-valid: M, N multiples of 128)."""
+    cm, cn = config.cluster_mn
+    return (2 * 128 * cm, max(128, 2 * config.cta_tile_mn[1] * cn), max(512, 256 * config.split_k), 1)
+
+
 @dataclass
 class ScheduleRun:
     """One schedule's outcome within a verdict."""

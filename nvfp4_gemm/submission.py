@@ -24,6 +24,7 @@ Nothing but compiled kernels is kept between calls.
 """
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple, Tuple
 
@@ -43,14 +44,14 @@ from cutlass.cute.runtime import make_fake_compact_tensor
 from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 
-# The one version shim: nvidia-cutlass-dsl 4.8 moved the allocators to cutlass.memory and LayoutEnum to
-# cutlass.tensor_utils (the cutlass.utils names still work there but warn that they will be removed);
-# 4.3.5, the leaderboard's era, has only the cutlass.utils names. Same classes either way.
+# The one version shim: nvidia-cutlass-dsl 4.8 moved SmemAllocator to cutlass.memory and LayoutEnum to
+# cutlass.tensor_utils (the cutlass.utils names still work there but warn that they will be removed); 4.3, the
+# leaderboard's era, has only the cutlass.utils names. Same classes either way.
 try:
-    from cutlass.memory import SmemAllocator, TmemAllocator
+    from cutlass.memory import SmemAllocator
     from cutlass.tensor_utils import LayoutEnum
 except ImportError:
-    from cutlass.utils import LayoutEnum, SmemAllocator, TmemAllocator
+    from cutlass.utils import LayoutEnum, SmemAllocator
 
 # B200 facts. Querying the device needs a GPU, and offline compiles have none (max_active_clusters asks where one is).
 SM_COUNT = 148
@@ -425,6 +426,8 @@ GEMM_TUNE_SPACE = tuple(
 ) + (
     # pdl_early_k_tiles on the table's config for the shortest K (2048: 8 k-tiles, the start weighs most)
     KernelConfig(mma_tile_mn=(128, 64), pdl_early_k_tiles=4, problem=GEMM_PROBLEM),
+    # the first call's last resort (SAFE_CONFIG): the plainest config, no PDL
+    KernelConfig(mma_tile_mn=(128, 64), pdl=False, problem=GEMM_PROBLEM),
 )
 
 # tools/profile.py's configs: the profiling twin of every CONFIG_TABLE and TUNE_SPACE config (name suffix _prof).
@@ -1022,7 +1025,7 @@ class DualGemmKernel:
         tidx = cute.arch.thread_idx()[0]
         if cutlass.const_expr(self.config.pdl):
             # The next kernel may start its prologue now: it waits for this grid before touching memory.
-            cute.arch.griddepcontrol_launch_dependents()
+            griddepcontrol_launch_dependents()
         tma_atoms = (tma_atom_a, tma_atom_b1, tma_atom_b2, tma_atom_sfa, tma_atom_sfb1, tma_atom_sfb2)
         if warp_idx == self.TMA_WARP:
             for atom in [atom for atom in tma_atoms if atom is not None]:  # (the single GEMM has no B2 / SFB2)
@@ -1049,13 +1052,10 @@ class DualGemmKernel:
             defer_sync=True,
         )
         acc_pipeline = self._accumulator_pipeline(storage.acc_full_mbar.data_ptr(), use_2cta, cluster_layout_vmnk)
-        tmem = TmemAllocator(
-            _smem_field_ptr(storage.tmem_holding_buf),
-            barrier_for_retrieve=self.tmem_alloc_barrier,
-            allocator_warp_id=self.EPILOGUE_WARPS[0],
-            is_two_cta=use_2cta,
-            two_cta_tmem_dealloc_mbar_ptr=_smem_field_ptr(storage.tmem_dealloc_mbar),
-        )
+        tmem_holding = _smem_field_ptr(storage.tmem_holding_buf)
+        tmem_dealloc_mbar = _smem_field_ptr(storage.tmem_dealloc_mbar)
+        if cutlass.const_expr(use_2cta):
+            self._tmem_dealloc_barrier_init(tmem_dealloc_mbar, warp_idx)
         if cutlass.const_expr(self.config.tail_k_tiles):
             # acc1's own full barrier (the tail hands acc1 over before acc2); acc_pipeline's empty covers both.
             acc1_pipeline = self._accumulator_pipeline(storage.acc1_mbar.data_ptr(), use_2cta, cluster_layout_vmnk)
@@ -1117,7 +1117,7 @@ class DualGemmKernel:
             if cutlass.const_expr(self.config.profile):
                 wait_begin_stamp = profile_stamp()
             if cutlass.const_expr(self.config.pdl and not self.config.pdl_early_k_tiles):
-                cute.arch.griddepcontrol_wait()  # the previous kernel's writes are complete and visible
+                griddepcontrol_wait()  # the previous kernel's writes are complete and visible
             if cutlass.const_expr(self.config.profile):
                 wait_done_stamp = profile_stamp()
                 if tidx == 32 * self.TMA_WARP:
@@ -1137,7 +1137,7 @@ class DualGemmKernel:
                 for k_tile in cutlass.range(0, k_tile_cnt, 1, unroll=1):
                     if cutlass.const_expr(self.config.pdl_early_k_tiles):
                         if k_tile == self.config.pdl_early_k_tiles:
-                            cute.arch.griddepcontrol_wait()  # the first tile's early loads are out; at once later
+                            griddepcontrol_wait()  # the first tile's early loads are out; at once later
                     ab_pipeline.producer_acquire(ab_producer_state, peek_empty)
                     barrier = ab_pipeline.producer_get_barrier(ab_producer_state)
                     for load, src in zip(loads, srcs):
@@ -1151,15 +1151,15 @@ class DualGemmKernel:
                     if ab_producer_state.count < k_tile_cnt:
                         peek_empty = ab_pipeline.producer_try_acquire(ab_producer_state)
                 if cutlass.const_expr(self.config.pdl_early_k_tiles):
-                    cute.arch.griddepcontrol_wait()  # a tile of at most E k-tiles: the wait the loop did not reach
+                    griddepcontrol_wait()  # a tile of at most E k-tiles: the wait the loop did not reach
                 tile_sched.advance_to_next_work()
                 work_tile = tile_sched.get_current_work()
             ab_pipeline.producer_tail(ab_producer_state)
 
         # ============================================================ MMA warp
         if warp_idx == self.MMA_WARP:
-            tmem.wait_for_alloc()
-            acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+            self.tmem_alloc_barrier.arrive_and_wait()
+            acc_tmem_ptr = self._tmem_retrieve(tmem_holding)
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
 
             sfa_smem_stage0 = cute.slice_(sfa_smem_layout_staged, (None, None, None, 0))
@@ -1183,7 +1183,7 @@ class DualGemmKernel:
                     ab_pipeline.consumer_wait(ab_consumer_state)
                     first_load_stamp = profile_stamp()
                     if cutlass.const_expr(self.config.pdl):
-                        cute.arch.griddepcontrol_wait()  # returns at once: the TMA warp waited before its first load
+                        griddepcontrol_wait()  # returns at once: the TMA warp waited before its first load
                     if tidx == 32 * self.MMA_WARP:
                         prof.put("first_load", first_load_stamp)
             while work_tile.is_valid_tile:
@@ -1275,9 +1275,9 @@ class DualGemmKernel:
 
         # ============================================================ epilogue warps
         if warp_idx < self.MMA_WARP:
-            tmem.allocate(TMEM_COLUMNS)
-            tmem.wait_for_alloc()
-            acc_tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+            self._tmem_allocate(tmem_holding, warp_idx)
+            self.tmem_alloc_barrier.arrive_and_wait()
+            acc_tmem_ptr = self._tmem_retrieve(tmem_holding)
             if cutlass.const_expr(self.config.profile):
                 tmem_alloc_stamp = profile_stamp()
             tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
@@ -1287,7 +1287,7 @@ class DualGemmKernel:
             tTR_rAcc2 = cute.make_rmem_tensor(epi.fragment_shape, ACC_DTYPE)
             tTR_rC = cute.make_rmem_tensor(epi.fragment_shape, C_DTYPE)
             if cutlass.const_expr(self.config.pdl):
-                cute.arch.griddepcontrol_wait()  # no store to C before the previous kernel is done with it
+                griddepcontrol_wait()  # no store to C before the previous kernel is done with it
             if cutlass.const_expr(self.config.profile):
                 if tidx == 0:  # stamps taken before the wait are stored after it: none races the previous kernel
                     prof.put("entry", entry_stamp)
@@ -1359,16 +1359,55 @@ class DualGemmKernel:
                 if tidx == 0:
                     prof.put("epilogue_end", epilogue_end_stamp)
                     prof.put_count(acc_consumer_state.count)
-            tmem.relinquish_alloc_permit()
+            self._tmem_relinquish(warp_idx)
             # Every epilogue warp's loads were fenced before its last accumulator release; the barrier orders them
             # before the deallocation (canonical pattern 9.7.16.6.4.4).
             self.epilogue_barrier.arrive_and_wait()
             tcgen05_fence_after_thread_sync()
-            tmem.free(acc_tmem_ptr)
+            self._tmem_free(acc_tmem_ptr, tmem_dealloc_mbar, warp_idx)
             if cutlass.const_expr(self.config.profile):
                 exit_stamp = profile_stamp()
                 if tidx == 0:
                     prof.put("exit", exit_stamp)
+
+    # ---- tensor memory (PTX ISA 9.7.16.7.1 tcgen05.alloc / dealloc / relinquish_alloc_permit). The first epilogue warp
+    # allocates all TMEM_COLUMNS for the CTA (cta_group::2: for both CTAs of the pair) and frees them; the other epilogue
+    # warps and the MMA warp read the address it wrote after the retrieve barrier. The kernel owns the pair's dealloc
+    # mbarrier: DSL 4.3's TmemAllocator initialised it again each time the allocator crossed a control-flow region
+    # (docs/design.md "DSL versions"); these helpers issue what 4.8's TmemAllocator issues, under every release.
+    @cute.jit
+    def _tmem_dealloc_barrier_init(self, dealloc_mbar, warp_idx):
+        """Once, before the cluster sync that publishes every barrier: one arrival per thread of each CTA's allocator
+        warp (both pair CTAs arrive on each other's before either deallocates)."""
+        if warp_idx == self.EPILOGUE_WARPS[0]:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_init(dealloc_mbar, cute.arch.WARP_SIZE)
+        cute.arch.mbarrier_init_fence()
+
+    @cute.jit
+    def _tmem_allocate(self, holding, warp_idx):
+        if warp_idx == self.EPILOGUE_WARPS[0]:
+            cute.arch.alloc_tmem(TMEM_COLUMNS, holding, is_two_cta=self.use_2cta)
+
+    @staticmethod
+    def _tmem_retrieve(holding):
+        return cute.arch.retrieve_tmem_ptr(ACC_DTYPE, alignment=16, ptr_to_buffer_holding_addr=holding)
+
+    @cute.jit
+    def _tmem_relinquish(self, warp_idx):
+        if warp_idx == self.EPILOGUE_WARPS[0]:
+            cute.arch.relinquish_tmem_alloc_permit(is_two_cta=self.use_2cta)
+
+    @cute.jit
+    def _tmem_free(self, tmem_ptr, dealloc_mbar, warp_idx):
+        """A pair deallocates only after both CTAs' epilogues are done with their tensor memory: each allocator warp
+        arrives on the peer's dealloc barrier and waits on its own."""
+        if warp_idx == self.EPILOGUE_WARPS[0]:
+            if cutlass.const_expr(self.use_2cta):
+                peer = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()) ^ 1
+                cute.arch.mbarrier_arrive(dealloc_mbar, peer)
+                cute.arch.mbarrier_wait(dealloc_mbar, 0)
+            cute.arch.dealloc_tmem(tmem_ptr, TMEM_COLUMNS, is_two_cta=self.use_2cta)
 
     def _accumulator_pipeline(self, barriers, use_2cta, cluster_layout_vmnk):
         """MMA warp -> epilogue: full barriers committed by the MMA warp; every epilogue thread (of both CTAs of a
@@ -2407,6 +2446,26 @@ def tcgen05_fence_after_thread_sync(*, loc=None, ip=None) -> None:
     _tcgen05_fence("after_thread_sync", loc, ip)
 
 
+# Programmatic dependent launch (PTX ISA 9.7.13.x griddepcontrol, sm_90+). cute.arch has these wrappers only from
+# nvidia-cutlass-dsl 4.3.4 on; the leaderboard's reference ran 4.3.0, so the kernel carries its own, the same inline
+# asm as the DSL's (the PTX under 4.8.1 is byte-identical: tools/dsl_matrix.py).
+def _griddepcontrol(action: str, loc=None, ip=None) -> None:
+    llvm.inline_asm(None, [], f"griddepcontrol.{action};", "~{memory}", has_side_effects=True,
+                    asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def griddepcontrol_wait(*, loc=None, ip=None) -> None:
+    """No instruction after it issues before the previous grid has completed and flushed its memory."""
+    _griddepcontrol("wait", loc, ip)
+
+
+@dsl_user_op
+def griddepcontrol_launch_dependents(*, loc=None, ip=None) -> None:
+    """The next grid in the queue may launch (its CTAs run up to their own griddepcontrol.wait)."""
+    _griddepcontrol("launch_dependents", loc, ip)
+
+
 SETMAXNREG_PRODUCERS = 112
 SETMAXNREG_EPILOGUE = 152
 
@@ -2450,7 +2509,7 @@ def silu_tanh_(x: cute.Tensor):
 
 # ---------------------------------------------------------------------- host dispatch
 _compiled = {}  # (KernelConfig, tvm_ffi) -> launcher; compiled kernels are all that is kept across calls
-# C's shape (M, N, L) -> launcher of its config, added once check_inputs passed; nvfp4_gemm's under (GEMM_PROBLEM, shape)
+# launcher_key(data) -> the launcher whose config passed the shape's first call (prepare)
 _launchers = {}
 
 
@@ -2488,7 +2547,7 @@ def _fake_profile_buffer():
                                     assumed_align=16)
 
 
-_ACTIVE_CLUSTERS = {}  # cluster CTAs -> the driver's answer (once per process: it compiles an empty kernel)
+_ACTIVE_CLUSTERS = {}  # cluster CTAs -> (clusters, where the count came from): the driver's answer, once per process
 
 
 def max_active_clusters(cluster_ctas: int) -> int:
@@ -2496,26 +2555,53 @@ def max_active_clusters(cluster_ctas: int) -> int:
     the persistent grid's size (DualGemmKernel._compute_grid, schedule_for).
 
     A cluster runs inside one GPC and the SMs per GPC vary from chip to chip, so fewer than SM_COUNT // cluster_ctas
-    may fit: an H200 (132 SMs) holds 17 clusters of 6 and 30 of 4, not 22 and 33 (measured, probes/cluster_occupancy.py;
+    may fit: an H200 (132 SMs) holds 17 clusters of 6 and 30 of 4, not 22 and 33, and 66 pairs (measured,
+    probes/cluster_occupancy.py;
     docs/levers.md section 7). A grid sized past that runs its last clusters after the first ones end, a round more.
     On a GPU the driver answers (cuOccupancyMaxActiveClusters through cutlass.utils.HardwareInfo, as NVIDIA's
     persistent examples size their grids and its Blackwell tuning guide advises); with none (the emulator,
-    preflight's offline compile) it is SM_COUNT // cluster_ctas, every SM of a B200 busy."""
+    preflight's offline compile) it is SM_COUNT // cluster_ctas, every SM of a B200 busy.
+
+    A query that fails, or answers outside 1 .. SM_COUNT // cluster_ctas, is not trusted: pairs keep SM_COUNT // 2 (as
+    on the H200, every SM in a pair), larger clusters assume three quarters of SM_COUNT // cluster_ctas (an H200
+    holds 77% for clusters of 6), so config_for takes the CONFIG_FALLBACK entries, whose clusters are pairs. Either grid
+    computes C (a persistent CTA loops over the tiles it is given); cluster_report() says which count was used."""
     if not torch.cuda.is_available():
         return SM_COUNT // cluster_ctas
     if cluster_ctas not in _ACTIVE_CLUSTERS:
+        _ACTIVE_CLUSTERS[cluster_ctas] = _ask_driver_for_clusters(cluster_ctas)
+    return _ACTIVE_CLUSTERS[cluster_ctas][0]
+
+
+def _ask_driver_for_clusters(cluster_ctas: int) -> Tuple[int, str]:
+    full = SM_COUNT // cluster_ctas
+    try:
         clusters = utils.HardwareInfo().get_max_active_clusters(cluster_ctas)
-        if clusters < 1:
-            raise ValueError(f"this GPU runs no cluster of {cluster_ctas} CTAs of a whole SM each (the driver's "
-                             f"cuOccupancyMaxActiveClusters says {clusters}): a config with a smaller cluster is needed")
-        _ACTIVE_CLUSTERS[cluster_ctas] = clusters
-    return _ACTIVE_CLUSTERS[cluster_ctas]
+        if 1 <= clusters <= full:
+            return clusters, "the driver's count"
+        why = f"the driver answered {clusters}, outside 1 .. {full}"
+    except Exception as e:  # noqa: BLE001  (any failure of the query: the count is then assumed)
+        why = f"the driver's query failed: {type(e).__name__}: {_first_line(e)}"
+    assumed = full if cluster_ctas <= 2 else max(1, full * 3 // 4)
+    return assumed, f"{why}; {assumed} assumed"
+
+
+def cluster_report(cluster_ctas: int) -> str:
+    """How many clusters of `cluster_ctas` CTAs the grid is sized for, and why."""
+    clusters, source = _ACTIVE_CLUSTERS.get(cluster_ctas, (SM_COUNT // cluster_ctas, "no GPU: SM_COUNT // CTAs"))
+    return f"{clusters} clusters of {cluster_ctas} ({source})"
+
+
+def _first_line(error) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
 
 
 def _tvm_ffi_available() -> bool:
+    """Whether apache-tvm-ffi imports; any failure (missing, or broken: a library that does not load) means no."""
     try:
         import tvm_ffi  # noqa: F401
-    except ImportError:
+    except Exception:  # noqa: BLE001
         return False
     return True
 
@@ -2675,34 +2761,162 @@ def _check_operands(named: dict, fp4_names: tuple, scale_names: tuple, problem: 
     return m, n, k, l
 
 
-def _prepare(data):
-    """First call of an (M, N, L): full input check, config choice, compile; later calls skip all three."""
+# ---------------------------------------------------------------------- first call of a shape: fallbacks, check
+# The first call of each shape (the leaderboard never times it: its check of the 50 outputs comes first) picks, compiles
+# and launches a config, then checks C on a sample against an independent computation; whatever fails there (the
+# TVM-FFI compile or launch, the table config's compile, launch or result) falls through to the next path that can
+# still compute C, with one line on stderr naming what failed. Later calls of the shape launch what passed.
+# docs/design.md "First contact".
+SAFE_CONFIG = {  # the chains' last configs: one CTA, no cluster, multicast, collector, split or PDL (docs/ptx_ledger.md)
+    DUAL_GEMM_PROBLEM: KernelConfig(mma_tile_mn=(128, 64), pdl=False),
+    GEMM_PROBLEM: KernelConfig(mma_tile_mn=(128, 64), pdl=False, problem=GEMM_PROBLEM),
+}
+
+
+def config_chain(m: int, n: int, k: int, l: int, problem: str = DUAL_GEMM_PROBLEM) -> list:
+    """The configs the first call tries for a shape, in order, each once: config_for's (the table's entry on this GPU),
+    the entry's CONFIG_FALLBACK, the default rule's, SAFE_CONFIG; those that can implement the shape."""
+    chain = [config_for(m, n, k, l, problem), CONFIG_FALLBACK.get((m, n, k, l)) if problem == DUAL_GEMM_PROBLEM else None,
+             default_config(m, n, k, l, problem), SAFE_CONFIG[problem]]
+    return [c for c in dict.fromkeys(c for c in chain if c is not None) if DualGemmKernel.can_implement(c, m, n, k, l)[0]]
+
+
+def launcher_key(data) -> tuple:
+    """What a shape's launcher is cached under: the problem (the tuple's length) and every dimension the config choice
+    reads (M, N, L from C; K from A: a K-split entry cannot take every K)."""
+    return len(data), data[-1].shape, data[0].shape[1]
+
+
+def _operands(data) -> tuple:
+    """The tensors a launcher takes: (a, b1, b2, sfa, sfb1, sfb2, c) permuted scales, or nvfp4_gemm's (a, b, sfa, sfb, c)."""
+    return (data[0], data[1], data[4], data[5], data[6]) if len(data) == 7 else (*data[:3], *data[6:10])
+
+
+def prepare(data, chain=None):
+    """The first call of a shape: check the inputs (a wrong input is a ValueError, never a fallback), then per config of
+    `chain` (default config_chain) and per launch path (TVM-FFI where apache-tvm-ffi imports, then the pointer
+    launcher) compile, launch and check C on a sample (check_sample); the first that passes is cached for the shape and
+    said on stderr, with every failure before it. C holds its result when this returns. tools/tune.py passes a chain of
+    one config, so a candidate that fails is reported, not replaced."""
     m, n, k, l = check_inputs(data)
-    if len(data) == 7:
-        launch = compile_for(m, n, k, l, GEMM_PROBLEM)
-        _launchers[(GEMM_PROBLEM, (m, n, l))] = launch
-        return launch
-    launch = compile_for(m, n, k, l)
-    _launchers[(m, n, l)] = launch
-    return launch
+    problem = GEMM_PROBLEM if len(data) == 7 else DUAL_GEMM_PROBLEM
+    chain = config_chain(m, n, k, l, problem) if chain is None else chain
+    failures = []
+    for config in chain:
+        for tvm_ffi in dict.fromkeys((USE_TVM_FFI, False)):
+            path = "TVM-FFI" if tvm_ffi else "pointer"
+            try:
+                launch = compile_config(config, tvm_ffi)
+                launch(*_operands(data))
+                if data[-1].is_cuda:  # a fault in the kernel shows here, before C is read
+                    torch.cuda.synchronize(data[-1].device)
+            except Exception as e:  # noqa: BLE001  (the next path may still compute C; each failure is said)
+                failures.append(f"{config.name} ({path}): {type(e).__name__}: {_first_line(e)}")
+                continue
+            wrong = check_sample(data)
+            if wrong:  # the device code is wrong: the other launch path runs the same code, so the next config
+                failures.append(f"{config.name} ({path}): {wrong}")
+                break
+            key = launcher_key(data)  # shapes only: a compile cache
+            _launchers[key] = launch
+            say_what_ran(problem, (m, n, k, l), config, path, failures)
+            return launch
+    raise RuntimeError(f"{problem} {m}x{n}x{k}x{l}: no config computed C: " + "; ".join(failures))
+
+
+def say_what_ran(problem: str, shape: tuple, config: KernelConfig, path: str, failures: list) -> None:
+    """One line on stderr per shape: the config, the launch path, the grid's cluster count and where it came from, and
+    every failure the chain stepped over."""
+    line = (f"submission: {problem} {'x'.join(map(str, shape))}: {config.name}, {path} launch, "
+            f"{cluster_report(config.launch_cluster_mn[0] * config.launch_cluster_mn[1])}, C checked on a sample: ok")
+    if failures:
+        line += "; fell back past: " + "; ".join(failures)
+    print(line, file=sys.stderr, flush=True)
+
+
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def sample_rows(rows: int, tile: int = 128) -> list:
+    """One row in every 128-row tile, its position inside the tile moving from tile to tile across the four 32-lane
+    quadrants and the lanes (a wrong tile, quadrant or lane shows in some tile), and the first and last rows."""
+    picks = {0, rows - 1}
+    for t in range(rows // tile):
+        picks.add(t * tile + 32 * (t % 4) + (7 * t + 5) % 32)
+    return sorted(p for p in picks if p < rows)
+
+
+def sample_columns(cols: int, count: int = 8) -> list:
+    """`count` whole columns spread over N, each at another position inside its 64-column tile, and the last."""
+    picks = {cols - 1}
+    for j in range(count):
+        picks.add(min(cols - 1, j * cols // count + (13 * j + 3) % 64))
+    return sorted(picks)
+
+
+def _dequantize(fp4, scales, rows, batch: int):
+    """Rows `rows` of an NVFP4 operand, batch `batch`, as float64 values (K of them per row): the e2m1 codes (two per
+    byte, the first in the low nibble) times their e4m3 scale, one per 16 consecutive K elements."""
+    codes = fp4.view(torch.uint8)[rows, :, batch]
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float64, device=codes.device)
+    values = torch.stack((table[(codes & 15).long()], table[(codes >> 4).long()]), dim=-1).reshape(len(rows), -1)
+    return values * scales[rows, :, batch].to(torch.float64).repeat_interleave(SF_VEC_SIZE, dim=1)
+
+
+def _dot_sample(data, rows, cols, batch: int, chunk: int = 1024):
+    """A @ Bᵀ (one product per B operand of the problem) at rows x cols, float64, over chunks of at most `chunk` rows
+    of each side (a whole 7168-row A stays a few hundred MB)."""
+    fp4_bs, scale_bs = (data[1:2], data[3:4]) if len(data) == 7 else (data[1:3], data[4:6])
+    out = [torch.empty(len(rows), len(cols), dtype=torch.float64, device=data[-1].device) for _ in fp4_bs]
+    for i in range(0, len(rows), chunk):
+        a = _dequantize(data[0], data[3 if len(data) == 10 else 2], rows[i:i + chunk], batch)
+        for product, (fp4_b, scale_b) in enumerate(zip(fp4_bs, scale_bs)):
+            for j in range(0, len(cols), chunk):
+                b = _dequantize(fp4_b, scale_b, cols[j:j + chunk], batch)
+                out[product][i:i + chunk, j:j + chunk] = a @ b.T
+    return out
+
+
+def check_sample(data) -> str:
+    """C of this call against an independent computation from the plain (unpermuted) scales on a sample: whole rows
+    (sample_rows: every 128-row tile, every lane quadrant) and whole columns (sample_columns), every batch. Whole rows
+    see every column and every B scale, whole columns every row and every A scale, so a wrong tile, quadrant, K slice
+    or scale shows. Under the leaderboard's rule, |C - ref| <= 1e-3 + 1e-3 |ref| with ref rounded to fp16 as its
+    reference is; a NaN the reference does not have fails. '' if C passes, else what is wrong and where."""
+    c = data[-1]
+    m, n, batches = c.shape
+    rows, cols = sample_rows(m), sample_columns(n)
+    checked = bad = 0
+    first = None
+    for batch in range(batches):
+        for along_rows, (r, q) in enumerate(((rows, list(range(n))), (list(range(m)), cols))):
+            products = _dot_sample(data, r, q, batch)
+            ref = products[0] if len(products) == 1 else products[0] * torch.sigmoid(products[0]) * products[1]
+            ref = ref.to(torch.float16).to(torch.float32)
+            got = c[r][:, q, batch].to(torch.float32)
+            wrong = ~((got - ref).abs() <= 1e-3 + 1e-3 * ref.abs()) & ~(got.isnan() & ref.isnan())
+            checked += wrong.numel()
+            if wrong.any():
+                bad += int(wrong.sum())
+                if first is None:
+                    i, j = (int(x) for x in wrong.nonzero()[0])
+                    first = f"(row {r[i]}, column {q[j]}, batch {batch}): {float(got[i, j])} vs {float(ref[i, j])}"
+    if not bad:
+        return ""
+    return (f"C wrong at {bad} of {checked} checked elements ({len(rows)} rows, {len(cols)} columns), first at {first}")
 
 
 def custom_kernel(data: input_t) -> output_t:
     try:
-        if len(data) == 7:
+        launch = _launchers.get(launcher_key(data))
+        if launch is None:
+            prepare(data)  # picks, compiles, launches and checks: C holds the result
+        elif len(data) == 7:
             # nvfp4_gemm (a, b, sfa, sfb, sfa_permuted, sfb_permuted, c): C = A @ B^T, the kernel with one product
             a, b, _, _, sfa, sfb, c = data
-            launch = _launchers.get((GEMM_PROBLEM, c.shape))
-            if launch is None:
-                launch = _prepare(data)
             launch(a, b, sfa, sfb, c)
         else:
             a, b1, b2, _, _, _, sfa, sfb1, sfb2, c = data
-            # Keyed by C's shape alone: the cheapest lookup on the timed path. The config chosen for the first
-            # K seen is valid for any K (the compiled kernel takes K at run time; TVM-FFI checks K % 256).
-            launch = _launchers.get(c.shape)
-            if launch is None:
-                launch = _prepare(data)
             # TVM-FFI checks dtype, device, rank, divisibility, strides and alignment in C++ on every call.
             launch(a, b1, b2, sfa, sfb1, sfb2, c)
     except Exception:
@@ -2713,7 +2927,7 @@ def custom_kernel(data: input_t) -> output_t:
         except ValueError as why:
             raise why from None
         raise
-    return c
+    return data[-1]
 
 
 if __name__ == "__main__":

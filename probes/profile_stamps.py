@@ -538,19 +538,17 @@ def compile_artifacts(fields: dict, tiles: int, spin_cycles: int, handoff: str =
                       dsl: str = "default") -> Path:
     """The stub compiled in a worker process: kernel.ptx (and, for sm_100a, kernel.o for the emulator's launch).
     arch sm_90a with dsl 4.3.5: what the lent H100 compiles (no export: a check of the device code)."""
-    from harness.capture import cached_compile, dsl_env, installed_dsl, placeholder_libcuda
+    from harness import dsl as dsl_release
+    from harness.capture import cached_compile, dsl_env
     from harness.compile_worker import EXPORT_NAME
 
     sources = [Path(__file__), REPO / "probes" / "device_stub.py", REPO / "submission.py"]
     key = {"sources": [hashlib.sha256(p.read_bytes()).hexdigest() for p in sources],
-           "dsl": installed_dsl() if dsl == "default" else dsl, "arch": arch, "handoff": handoff,
+           "dsl": dsl_release.resolve(dsl), "arch": arch, "handoff": handoff,
            "config": sorted((k, repr(v)) for k, v in fields.items()), "tiles": tiles, "spin": spin_cycles}
     job = {"config": fields, "tiles": tiles, "spin_cycles": spin_cycles, "handoff": handoff, "export": EXPORT_NAME}
     env = dsl_env(dsl)
     env["CUTE_DSL_ARCH"] = arch
-    if dsl == "4.3.5":  # as harness.capture.compile_artifacts: the per-artifact switches, a placeholder libcuda
-        env.update(CUTE_DSL_KEEP_PTX="1", CUTE_DSL_KEEP_CUBIN="1")
-        env["LD_LIBRARY_PATH"] = f"{placeholder_libcuda()}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
     return cached_compile("probes", key, job, Path(__file__), "--compile-worker", env)
 
 

@@ -94,8 +94,9 @@ def main(argv=None) -> int:
                     help="compile with this SM count (fewer SMs: every CTA runs several tiles); default: reduced for "
                          "small shapes, 148 otherwise. With --timing: the grid a GPU holding fewer clusters gets "
                          "(submission.max_active_clusters), the engine still a B200 of 148 SMs")
-    ap.add_argument("--dsl", choices=("default", "4.3.5"), default="default",
-                    help="compile with the installed nvidia-cutlass-dsl (default) or with 4.3.5 from .venv/dsl435")
+    ap.add_argument("--dsl", default="default", metavar="VERSION",
+                    help="compile with the venv's nvidia-cutlass-dsl (default) or with release VERSION, installed in "
+                         ".venv/dsl by `bash tools/setup.sh --dsl VERSION` (harness.dsl)")
     ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default=None,
                     help="the launcher to capture: custom_kernel's TVM-FFI entry or its pointer fallback (default: the "
                          "one custom_kernel takes here: TVM-FFI where apache-tvm-ffi imports, else the pointer path)")

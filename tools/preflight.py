@@ -6,7 +6,7 @@ memory, barriers, threads per CTA, and static counts of the instructions that ma
 submission.py against the leaderboard rules (docs/leaderboard.md §4). Prints a table, writes JSON, exits 1 on
 any failure.
 
-    python tools/preflight.py [--quick] [--jobs 2] [--json build/preflight.json] [--dsl-label L] [--no-cache]
+    python tools/preflight.py [--quick] [--jobs 2] [--json build/preflight.json] [--dsl VERSION] [--no-cache]
 
 Every number it prints is "compiled": read from the artifacts the CuTe DSL produced, never measured.
 A config that compiled cleanly is cached (its record, PTX/cubin and the ptxas/cuobjdump readings) under
@@ -458,6 +458,9 @@ def collect_configs(sub, shapes: dict, quick: bool, gemm_shapes: dict | None = N
             fallback = getattr(sub, "CONFIG_FALLBACK", {}).get(shape)  # a GPU holding fewer clusters runs it
             if fallback is not None:
                 add(fallback, f"fallback {shape[:3]}")
+            for later in getattr(sub, "config_chain", lambda *a: [])(*shape)[1:]:  # the first call's fallbacks
+                if later not in (dflt, fallback):
+                    add(later, f"chain {shape[:3]}")
             ok, why = sub.DualGemmKernel.can_implement(cfg, *shape)
             if not ok:
                 problems.append(f"{kind[:-1]} shape {shape}: its config {cfg.name} cannot implement it: {why}")
@@ -475,6 +478,9 @@ def collect_configs(sub, shapes: dict, quick: bool, gemm_shapes: dict | None = N
                 dflt = sub.default_config(*shape, problem)
                 if dflt != cfg:
                     add(dflt, f"gemm default {shape[:3]}")
+                for later in getattr(sub, "config_chain", lambda *a: [])(*shape, problem)[1:]:
+                    if later != dflt:
+                        add(later, f"gemm chain {shape[:3]}")
                 ok, why = sub.DualGemmKernel.can_implement(cfg, *shape)
                 if not ok:
                     problems.append(f"gemm {kind[:-1]} shape {shape}: its config {cfg.name} cannot implement it: {why}")
@@ -735,11 +741,22 @@ def main(argv=None) -> int:
     ap.add_argument("--dual-only", action="store_true", help="leave out nvfp4_gemm's configs (GEMM_TUNE_SPACE, its shapes)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=str(REPO / "build" / "preflight.json"))
-    ap.add_argument("--dsl-label", default=None, help="label recorded in the report (default: the installed DSL version)")
+    ap.add_argument("--dsl", default=None, metavar="VERSION",
+                    help="compile with nvidia-cutlass-dsl VERSION (installed in .venv/dsl by `bash tools/setup.sh --dsl "
+                         "VERSION`; harness.dsl); default: the venv's own release")
+    ap.add_argument("--dsl-label", default=None, help="label recorded in the report (default: the DSL version compiled with)")
     ap.add_argument("--keep", default=None, help="copy each config's .ptx/.cubin into DIR/<config name>/")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per config compile")
     ap.add_argument("--no-cache", action="store_true", help="compile every config even if the compile cache holds it")
     args = ap.parse_args(argv)
+    if args.dsl and dsl_version() != args.dsl:
+        # The release is chosen by PYTHONPATH before anything imports it: the same command again, in its environment
+        # (there dsl_version() is args.dsl, so this happens once)
+        _emu_launch()
+        from harness import dsl as dsl_release
+
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv],
+                  dsl_release.environment(args.dsl))
     args.submission = Path(args.submission).resolve()
     rep = preflight(args)
     print_report(rep)

@@ -11,11 +11,11 @@
 #   3. pip install -e '.[test]'                        (torch, nvidia-cutlass-dsl>=4.3.5,<4.9, apache-tvm-ffi,
 #                                                       pyyaml, pytest, pytest-xdist, matplotlib, the CUDA binary
 #                                                       tool wheels)
-#   4. nvidia-cutlass-dsl==4.3.5 into .venv/dsl435 (--no-deps --target), the leaderboard-era DSL, used as
-#      PYTHONPATH=.venv/dsl435:.venv/dsl435/nvidia_cutlass_dsl/python_packages .venv/bin/python tools/preflight.py --dsl-label 4.3.5
-#      Both entries are needed: 4.8.1's .pth in .venv runs `import nvidia_cutlass_dsl` and puts that package's
-#      dsl_packages first on sys.path; with .venv/dsl435 on PYTHONPATH that import finds 4.3.5 instead, so 4.8.1's
-#      cutlass never enters the path (with only python_packages on PYTHONPATH, 4.8.1 would still be imported).
+#   4. nvidia-cutlass-dsl 4.3.0 (the oldest release a runner may have) and 4.3.5 (the leaderboard's era) beside the
+#      venv's own, each into .venv/dsl/VERSION (harness/dsl.py: --no-deps --target, with the nvidia-cutlass-dsl-libs-*
+#      wheels a release's metapackage names), used by `tools/preflight.py --dsl VERSION`, `tools/emulate.py --dsl
+#      VERSION` and tools/dsl_matrix.py; `--dsl VERSION` (repeatable) installs other releases too, e.g.
+#      `bash tools/setup.sh --dsl 4.6.3`; `--dsl matrix` every release of harness.dsl.MATRIX (about 200 MB each).
 # Environment: PYTHON (default python3) picks the interpreter for the venv; TORCH_SPEC and TORCH_PIP_ARGS
 # (above) choose the torch that step 2 installs.
 set -euo pipefail
@@ -30,8 +30,20 @@ TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 read -r -a TORCH_ARGS <<< "${TORCH_PIP_ARGS:-}"
 IMPORTS="import torch, yaml, pytest, xdist, cutlass, tvm_ffi, matplotlib"
 stamp=.venv/.setup-stamp
-DSL435=.venv/dsl435
-want="$(cat pyproject.toml tools/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml tools/setup.sh harness/dsl.py | sha256sum | cut -d' ' -f1)"
+releases=(4.3.0 4.3.5)  # harness.dsl.DEFAULT
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dsl) [ $# -ge 2 ] || { echo "tools/setup.sh: --dsl needs a release (e.g. 4.6.3) or 'matrix'" >&2; exit 2; }
+               releases+=("$2"); shift 2 ;;
+        *) echo "usage: bash tools/setup.sh [--dsl VERSION|matrix]..." >&2; exit 2 ;;
+    esac
+done
+dsl_complete() {  # every requested release installed (the venv's own counts as installed)
+    "${VPY}" -c 'import sys; from harness import dsl
+want = [v for r in sys.argv[1:] for v in (dsl.MATRIX if r == "matrix" else [r])]
+sys.exit(0 if all(dsl.is_installed(v) for v in want) else 1)' "${releases[@]}"
+}
 
 # The SM100 emulator (harness/capture.py) links the kernel's exported host code with a C compiler: install one
 # where none is found and we may (root with apt-get, as on CI machines); otherwise say what is missing.
@@ -49,7 +61,7 @@ fi
 
 # Fast path: the same pyproject.toml and setup.sh as the last complete run, 4.3.5 in place, and one import check.
 step="check the existing .venv"
-if [ -x "${VPY}" ] && [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${want}" ] && [ -f "${DSL435}/.complete" ] \
+if [ -x "${VPY}" ] && [ -f "${stamp}" ] && [ "$(cat "${stamp}")" = "${want}" ] && dsl_complete 2>/dev/null \
         && "${VPY}" -c "${IMPORTS}" >/dev/null 2>&1; then
     echo "tools/setup.sh: .venv is up to date" >&2
     exit 0
@@ -73,13 +85,8 @@ if [ ! -f "${stamp}" ] || [ "$(cat "${stamp}")" != "${want}" ] || ! "${VPY}" -c 
     "${VPY}" -m pip install "${PIP_FLAGS[@]}" -e '.[test]'
 fi
 
-step="install nvidia-cutlass-dsl==4.3.5 into ${DSL435}"
-if [ ! -f "${DSL435}/.complete" ]; then
-    rm -rf "${DSL435}"
-    "${VPY}" -m pip install "${PIP_FLAGS[@]}" --no-deps --target "${DSL435}" "nvidia-cutlass-dsl==4.3.5"
-    test -d "${DSL435}/nvidia_cutlass_dsl/python_packages/cutlass"
-    touch "${DSL435}/.complete"
-fi
+step="install nvidia-cutlass-dsl ${releases[*]} into .venv/dsl"
+"${VPY}" -m harness.dsl install "${releases[@]}"
 
 step="final import check"
 "${VPY}" -c "${IMPORTS}"

@@ -14,6 +14,7 @@ import pytest
 from emu import tma
 from emu.launch import entry_params
 from harness import capture, host
+from harness import dsl as dsl_release
 from harness.problems import DUAL_GEMM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +110,7 @@ def test_modified_copy_elsewhere(sub, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ROOT / ".venv" / "dsl435" / ".complete").exists(), reason="needs .venv/dsl435 (tools/setup.sh)")
+@pytest.mark.skipif(not dsl_release.is_installed("4.3.5"), reason="needs .venv/dsl/4.3.5 (tools/setup.sh)")
 def test_capture_under_dsl_435(sub):
     cfg = sub.KernelConfig(mma_tile_mn=(128, 64))
     cap = capture.capture_launch(SUBMISSION, cfg, *SHAPE, ADDRS, dsl="4.3.5")

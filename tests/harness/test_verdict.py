@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 from emu.machine import POLICIES, Schedule  # noqa: E402
+from harness import dsl as dsl_release  # noqa: E402
 from harness.mutants import MUTANTS  # noqa: E402
 from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, emulate, load_submission, schedules_for  # noqa: E402
 
@@ -206,20 +207,20 @@ def test_schedule_arithmetic_is_what_the_kernel_launches(monkeypatch):
     assert res.clusters_total == plan["clusters"] and res.checked_elements == 4 * 256 * 128
 
 
-DSL435 = REPO / ".venv" / "dsl435" / "nvidia_cutlass_dsl" / "python_packages" / "cutlass"
+DSL435_MISSING = "nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl/4.3.5 (tools/setup.sh installs it)"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not DSL435.is_dir(), reason="nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl435 "
-                                                 "(tools/setup.sh installs it)")
+@pytest.mark.skipif(not dsl_release.is_installed("4.3.5"), reason=DSL435_MISSING)
 @pytest.mark.parametrize("name,shape", [("m128n64_c1x1_e32", (128, 256, 512, 1)), ("m256n64_c2x1_e32", (256, 256, 512, 1)),
                                         ("m256n128_c2x1_e32", (256, 256, 512, 1))])
 def test_dsl_435_compile_matches(name, shape):
-    """The leaderboard-era DSL emits different device code (21 kernel parameters, its own TMEM-allocator
-    barrier handling): it is emulated as compiled by 4.3.5."""
+    """The leaderboard-era DSL emits different device code (21 kernel parameters): it is emulated as compiled by
+    4.3.5, without notes (the kernel initialises the pair's dealloc barrier itself: 4.3's TmemAllocator re-initialised
+    it in every role branch, two notes per 2-CTA config)."""
     res = emulate(*shape, config_name=name, mode="strict", sched_seed=9, dsl="4.3.5")
     assert res.launch["dsl_version"] == "4.3.5"
-    assert res.status == "match", res.summary() + "\n" + res.message
+    assert res.passed, res.summary() + "\n" + res.message + "\n".join(res.note_lines())
 
 
 @pytest.mark.slow
@@ -256,8 +257,8 @@ def test_pointer_fallback_compiles_to_the_emulated_device_code(name, dsl):
 
     from harness.capture import compile_artifacts
 
-    if dsl == "4.3.5" and not DSL435.is_dir():
-        pytest.skip("nvidia-cutlass-dsl 4.3.5 is not installed in .venv/dsl435 (tools/setup.sh installs it)")
+    if not dsl_release.is_installed(dsl):
+        pytest.skip(DSL435_MISSING)
     cfg = next(c for c in SUB.TUNE_SPACE if c.name == name)
     texts = [(compile_artifacts(str(REPO / "submission.py"), cfg, dsl=dsl, variant=v) / "kernel.ptx").read_text()
              for v in ("tvm_ffi", "pointer")]

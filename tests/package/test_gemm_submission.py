@@ -177,15 +177,16 @@ def test_custom_kernel_launches_the_7_tuple_with_its_five_tensors(monkeypatch):
     calls = []
     monkeypatch.setattr(S, "_launchers", {})
     monkeypatch.setattr(S, "check_inputs", lambda data: (128, 256, 256, 1))
-    monkeypatch.setattr(S, "compile_for", lambda m, n, k, l, problem="nvfp4_dual_gemm": (
-        lambda *ts: calls.append((problem, ts))))
+    monkeypatch.setattr(S, "compile_config", lambda config, tvm_ffi=S.USE_TVM_FFI: (
+        lambda *ts: calls.append((config.problem, ts))))
+    monkeypatch.setattr(S, "check_sample", lambda data: "")  # the stand-in launcher computes nothing
     first, second = _data(), list(R.generate_input(128, 256, 256, 1, seed=8, device="cpu"))
     assert S.custom_kernel(tuple(first)) is first[6]
     assert S.custom_kernel(tuple(second)) is second[6]
     assert [p for p, _ in calls] == [GEMM, GEMM]
     for data, (_, launched) in zip((first, second), calls):
         assert all(x is y for x, y in zip(launched, (data[0], data[1], data[4], data[5], data[6])))
-    assert list(S._launchers) == [(GEMM, (128, 256, 1))]  # keyed apart from the dual GEMM's shapes
+    assert list(S._launchers) == [(7, (128, 256, 1), 128)]  # keyed apart from the dual GEMM's shapes (10-tuples)
 
 
 # ------------------------------------------------------------------ offline compile (sm_100a)

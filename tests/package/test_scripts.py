@@ -314,7 +314,11 @@ def test_shell_scripts_parse_and_ci_runs_the_readme_command():
     assert "set -euo pipefail" in ci and README_TESTS in ci and "tools/preflight.py" in ci
     assert '-m pytest -q -m slow -n "${workers}"' in ci  # the slow set spread over the CPUs: CI's 30-minute budget
     setup = (REPO / "tools" / "setup.sh").read_text()
-    assert "--system-site-packages" in setup and "torch==2.13.0" in setup and "nvidia-cutlass-dsl==4.3.5" in setup
+    assert "--system-site-packages" in setup and "torch==2.13.0" in setup and "-m harness.dsl install" in setup
+    from harness import dsl as dsl_release
+
+    # the releases it installs beside the venv's own: the oldest a runner may have and the leaderboard's era
+    assert f"releases=({' '.join(dsl_release.DEFAULT)})" in setup and dsl_release.DEFAULT == ("4.3.0", "4.3.5")
 
 
 def test_setup_lets_the_user_choose_the_torch_build_and_reruns_on_one_import_check():
@@ -328,7 +332,8 @@ def test_setup_lets_the_user_choose_the_torch_build_and_reruns_on_one_import_che
 
 def test_ci_keeps_one_preflight_report_per_dsl_version():
     ci = (REPO / ".ci" / "run").read_text()
-    assert '--json "build/preflight-${newest}.json"' in ci and "--json build/preflight-4.3.5.json" in ci
+    assert '--json "build/preflight-${newest}.json"' in ci and '--json "build/preflight-${release}.json"' in ci
+    assert "for release in 4.3.0 4.3.5; do" in ci  # the oldest release compiles every config too
 
 
 def _repo_text_files():
@@ -397,8 +402,8 @@ def test_correctness_script_takes_the_pointer_launcher_without_tvm_ffi(tmp_path)
     version keys the compile cache); test_correctness.py's emulated checks capture the pointer fallback custom_kernel
     takes there."""
     code = ("import importlib.metadata as m, importlib.util, submission as s; "
-            "from harness.capture import default_host_path, installed_dsl; "
-            "print(importlib.util.find_spec('tvm_ffi'), s.USE_TVM_FFI, default_host_path(), installed_dsl(), "
+            "from harness.capture import default_host_path; from harness.dsl import installed_version; "
+            "print(importlib.util.find_spec('tvm_ffi'), s.USE_TVM_FFI, default_host_path(), installed_version(), "
             "[d.metadata['Name'] for d in m.distributions()].count('apache-tvm-ffi'))")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                        env=without_tvm_ffi(tmp_path))

@@ -1,0 +1,42 @@
+"""Instruction forms of a PTX kernel: each instruction's full opcode (every modifier) with the shape of its operands.
+
+Two instructions share a form when the hardware is asked for the same thing: `tcgen05.mma.cta_group::2.kind::mxf4nvf4
+.block_scale.scale_vec::4X.collector::a::fill [a], v, v, v, [a], [a], v` is one form, whatever registers or
+immediates it names.
+What a form does not say: the values its operands hold at run time (a descriptor's bits, a tensor map's data type, an
+immediate's value), which may matter as much; calibration/ptx_ledger.py compares forms across kernels with that caveat.
+
+    forms(ptx_text)  ->  {form: count}
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from .ptx import Addr, Imm, Pair, Reg, Sink, Sym, TensorCoords, Vec, parse_module
+
+
+def operand_shape(op) -> str:
+    """A value v (a register, an immediate or a symbol's address: one hardware ask, whichever the assembler gets), an
+    address [a] (any base, any offset), a vector {N}, tensor coordinates {cN}, a predicate pair v|v, the sink _."""
+    if isinstance(op, (Reg, Imm, Sym)):
+        return "v"
+    if isinstance(op, Addr):
+        return "[a]"
+    if isinstance(op, TensorCoords):
+        return f"{{c{len(op.coords)}}}"
+    if isinstance(op, Vec):
+        return f"{{{len(op.items)}}}"
+    if isinstance(op, Pair):
+        return "v|v"
+    if isinstance(op, Sink):
+        return "_"
+    return type(op).__name__
+
+
+def form(ins) -> str:
+    return f"{ins.opcode} {', '.join(operand_shape(op) for op in ins.operands)}".rstrip()
+
+
+def forms(ptx: str) -> Counter:
+    """{form: how many instructions of the kernel have it} for the PTX module's kernel."""
+    return Counter(form(ins) for ins in parse_module(ptx).instrs)
