@@ -2556,8 +2556,8 @@ def max_active_clusters(cluster_ctas: int) -> int:
 
     A cluster runs inside one GPC and the SMs per GPC vary from chip to chip, so fewer than SM_COUNT // cluster_ctas
     may fit: an H200 (132 SMs) holds 17 clusters of 6 and 30 of 4, not 22 and 33, and 66 pairs (measured,
-    probes/cluster_occupancy.py;
-    docs/levers.md section 7). A grid sized past that runs its last clusters after the first ones end, a round more.
+    probes/cluster_occupancy.py; docs/levers.md section 7). A grid sized past that runs its last clusters after the
+    first ones end, a round more.
     On a GPU the driver answers (cuOccupancyMaxActiveClusters through cutlass.utils.HardwareInfo, as NVIDIA's
     persistent examples size their grids and its Blackwell tuning guide advises); with none (the emulator,
     preflight's offline compile) it is SM_COUNT // cluster_ctas, every SM of a B200 busy.
@@ -2673,14 +2673,6 @@ def _pointer_launcher_gemm(kernel: DualGemmKernel):
 
     launch.compiled = compiled
     return launch
-
-
-def compile_for(m: int, n: int, k: int, l: int, problem: str = DUAL_GEMM_PROBLEM):
-    config = config_for(m, n, k, l, problem)
-    ok, why = DualGemmKernel.can_implement(config, m, n, k, l)
-    if not ok:
-        raise ValueError(f"shape (m={m}, n={n}, k={k}, l={l}) is not supported by {config.name}: {why}")
-    return compile_config(config)
 
 
 DUAL_GEMM_TUPLE = "the 10-tuple (a, b1, b2, sfa, sfb1, sfb2, sfa_permuted, sfb1_permuted, sfb2_permuted, c)"
@@ -2813,22 +2805,26 @@ def prepare(data, chain=None):
             except Exception as e:  # noqa: BLE001  (the next path may still compute C; each failure is said)
                 failures.append(f"{config.name} ({path}): {type(e).__name__}: {_first_line(e)}")
                 continue
-            wrong = check_sample(data)
+            try:
+                wrong, checked = check_sample(data), "ok"
+            except Exception as e:  # noqa: BLE001  (the check's own failure, out of memory say, is no verdict on C)
+                wrong, checked = "", f"not run ({type(e).__name__}: {_first_line(e)})"
             if wrong:  # the device code is wrong: the other launch path runs the same code, so the next config
                 failures.append(f"{config.name} ({path}): {wrong}")
                 break
             key = launcher_key(data)  # shapes only: a compile cache
             _launchers[key] = launch
-            say_what_ran(problem, (m, n, k, l), config, path, failures)
+            say_what_ran(problem, (m, n, k, l), config, path, checked, failures)
             return launch
     raise RuntimeError(f"{problem} {m}x{n}x{k}x{l}: no config computed C: " + "; ".join(failures))
 
 
-def say_what_ran(problem: str, shape: tuple, config: KernelConfig, path: str, failures: list) -> None:
-    """One line on stderr per shape: the config, the launch path, the grid's cluster count and where it came from, and
-    every failure the chain stepped over."""
+def say_what_ran(problem: str, shape: tuple, config: KernelConfig, path: str, checked: str, failures: list) -> None:
+    """One line on stderr per shape: the config, the launch path, the grid's cluster count and where it came from, the
+    check's outcome, and every failure the chain stepped over."""
     line = (f"submission: {problem} {'x'.join(map(str, shape))}: {config.name}, {path} launch, "
-            f"{cluster_report(config.launch_cluster_mn[0] * config.launch_cluster_mn[1])}, C checked on a sample: ok")
+            f"{cluster_report(config.launch_cluster_mn[0] * config.launch_cluster_mn[1])}, C checked on a sample: "
+            f"{checked}")
     if failures:
         line += "; fell back past: " + "; ".join(failures)
     print(line, file=sys.stderr, flush=True)

@@ -3,7 +3,7 @@
 on a B200 and passed, and the forms no public kernel has run on silicon.
 
     python -m calibration.ptx_ledger collect [--sources DIR] [--only TEXT]
-    python -m calibration.ptx_ledger table
+    python -m calibration.ptx_ledger table [--space]
 
 `collect` builds every public file that passed on a B200 (calibration.public.public_files: a file with published B200
 times; its sources as `python -m calibration.public sources` puts them) through harness.runner without emulating
@@ -99,8 +99,10 @@ def nvidia_example_forms(progress=print) -> dict:
     return out
 
 
-def kernel_configs() -> dict:
-    """{config name: (config, roles)} for every config the first call may run at a task shape of either problem."""
+def kernel_configs(space: bool = False) -> dict:
+    """{config name: (config, roles)} for every config the first call may run at a task shape of either problem, and
+    with `space` every config of TUNE_SPACE and GEMM_TUNE_SPACE too (role "tune space": which config would issue the
+    fewest forms no public kernel ran, the question SAFE_CONFIG answers)."""
     from harness.verdict import load_submission
     from problem_files import task_path
     from utils import load_task
@@ -117,21 +119,24 @@ def kernel_configs() -> dict:
                 entry[1].add(role)
     for problem, cfg in sub.SAFE_CONFIG.items():
         out.setdefault(cfg.name, (cfg, set()))[1].add("safe")
+    if space:
+        for cfg in (*sub.TUNE_SPACE, *sub.GEMM_TUNE_SPACE):
+            out.setdefault(cfg.name, (cfg, set()))[1].add("tune space")
     return out
 
 
-def table() -> dict:
-    from emu.forms import forms
+def table(space: bool = False) -> dict:
+    from emu.forms import canonical_form, forms
     from harness.capture import compile_artifacts
 
     public = json.loads(FORMS_JSON.read_text())["files"] if FORMS_JSON.exists() else {}
     by_form: dict = {}
     for name, rec in public.items():
-        for form in rec["forms"]:
+        for form in sorted({canonical_form(f) for f in rec["forms"]}):
             by_form.setdefault(form, []).append(name)
     opcodes = {form.split(" ", 1)[0] for form in by_form}
     configs = {}
-    for name, (cfg, roles) in kernel_configs().items():
+    for name, (cfg, roles) in kernel_configs(space).items():
         ptx = (compile_artifacts(str(REPO / "submission.py"), cfg) / "kernel.ptx").read_text()
         configs[name] = {"roles": sorted(roles), "forms": forms(ptx)}
     rows = {}
@@ -168,25 +173,42 @@ def markdown(result: dict) -> str:
         "",
         "## Per config (those the first call may run: submission.config_chain)",
         "",
-        "| config | role | forms | forms no public B200 kernel issued |",
-        "|---|---|---|---|",
+        "Asynchronous and cluster forms (tensor memory, TMA, mbarriers, cluster barriers, fences, PDL, DSMEM: where a form "
+        "no one ran could fail) apart from the rest (arithmetic and plain loads and stores, which every CUDA compiler "
+        "emits on every GPU; listed for completeness).",
+        "",
+        "| config | role | forms | asynchronous / cluster forms no public B200 kernel issued | other forms without one |",
+        "|---|---|---|---|---|",
     ]
-    for name, rec in configs.items():
+    chain = {name: rec for name, rec in configs.items() if rec["roles"] != ["tune space"]}
+    for name, rec in chain.items():
+        watched = [f for f in rec["unprecedented"] if f.startswith(WATCHED)]
+        other = [f for f in rec["unprecedented"] if not f.startswith(WATCHED)]
         lines.append(f"| `{name}` | {', '.join(rec['roles'])} | {rec['forms']} | "
-                     + (", ".join(f"`{f}`" for f in rec["unprecedented"]) or "none") + " |")
-    lines += ["", "## Forms without a precedent", "",
+                     + (", ".join(f"`{f}`" for f in watched) or "none") + " | "
+                     + (", ".join(f"`{f}`" for f in other) or "none") + " |")
+    if len(chain) < len(configs):  # table --space: where the safe configs stand among every tunable config
+        for problem in ("nvfp4_dual_gemm", "nvfp4_gemm"):
+            pool = {n: sum(f.startswith(WATCHED) for f in r["unprecedented"]) for n, r in configs.items()
+                    if n.startswith("gemm_") == (problem == "nvfp4_gemm")}
+            fewest = min(pool.values())
+            lines += ["", f"{problem}: of its {len(pool)} tunable and chain configs, the fewest asynchronous / cluster "
+                      f"forms without a precedent is {fewest} ({', '.join(f'`{n}`' for n, c in pool.items() if c == fewest)}); "
+                      "the safe config: " + ", ".join(f"`{n}` {pool[n]}" for n, r in chain.items()
+                                                       if "safe" in r["roles"] and n in pool) + "."]
+    lines += ["", "## Forms without a precedent (in the chains' configs)", "",
               "| form | configs issuing it | same opcode, other operands, in a public kernel |", "|---|---|---|"]
     for form, row in sorted(rows.items()):
-        if not row["precedents"]:
-            lines.append(f"| `{form}` | {', '.join(sorted(row['configs']))} | "
+        if not row["precedents"] and set(row["configs"]) & set(chain):
+            lines.append(f"| `{form}` | {', '.join(sorted(set(row['configs']) & set(chain)))} | "
                          f"{'yes' if row['opcode_precedented'] else 'no'} |")
     lines += ["", "## The asynchronous and cluster forms, with their precedents", "",
               "| form | configs | precedents (public kernels that passed on a B200) |", "|---|---|---|"]
     for form, row in sorted(rows.items()):
-        if form.startswith(WATCHED):
+        if form.startswith(WATCHED) and set(row["configs"]) & set(chain):
             prec = row["precedents"]
             shown = ", ".join(_short(p) for p in prec[:6]) + (f" and {len(prec) - 6} more" if len(prec) > 6 else "")
-            lines.append(f"| `{form}` | {len(row['configs'])} | {shown or '**none**'} |")
+            lines.append(f"| `{form}` | {len(set(row['configs']) & set(chain))} | {shown or '**none**'} |")
     lines += ["", "## The public kernels (precedents)", ""]
     lines += [f"- [{name}]({rec['url']}): {rec['b200']}" for name, rec in sorted(public.items())]
     return "\n".join(lines) + "\n"
@@ -198,12 +220,13 @@ def main(argv=None) -> int:
     c = sub.add_parser("collect")
     c.add_argument("--sources", default=None)
     c.add_argument("--only", default=None)
-    sub.add_parser("table")
+    t = sub.add_parser("table")
+    t.add_argument("--space", action="store_true", help="every TUNE_SPACE / GEMM_TUNE_SPACE config too")
     args = ap.parse_args(argv)
     if args.cmd == "collect":
         collect(args.sources, args.only)
         return 0
-    result = table()
+    result = table(args.space)
     for name, rec in result["configs"].items():
         print(f"{name}: {rec['forms']} forms, {len(rec['unprecedented'])} without a public B200 precedent")
     print(f"wrote {LEDGER_MD.relative_to(REPO)} and {LEDGER_JSON.relative_to(REPO)}")

@@ -9,4 +9,6 @@ it prints one line saying so and exits 2:
   epilogue     the epilogue's stores put every element where C needs it (any CUDA GPU)
   profile_stamps  KernelConfig.profile's stamps, buffer and decode with a stub body (sm_90+; --emulate: on the CPU)
   device_stub  the stub kernel they share: the kernel's real host side with a replaceable device body
+  cluster_occupancy  clusters of n whole-SM CTAs the GPU holds at once (any cluster-capable GPU; no CuTe DSL)
+  first_call   what the first call's check of C on a sample costs per benchmark shape (any CUDA GPU; torch alone)
 """

@@ -205,3 +205,15 @@ def test_a_tuner_chain_of_one_config_is_not_replaced(monkeypatch):
                                                         (candidate.name, "pointer"): "wrong"}))
     with pytest.raises(RuntimeError, match=f"{candidate.name} .*C wrong at"):
         S.prepare(tuple(data), chain=[candidate])
+
+
+def test_a_check_that_cannot_run_is_said_and_does_not_block_a_launch(monkeypatch, capsys):
+    data = _solved(256, 256, 512)
+    on_cpu(monkeypatch, FakeLaunches(data[-1].clone(), {}))
+
+    def out_of_memory(data):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(S, "check_sample", out_of_memory)
+    S.custom_kernel(tuple(data))
+    assert "C checked on a sample: not run (OutOfMemoryError: CUDA out of memory." in capsys.readouterr().err

@@ -190,8 +190,8 @@ def test_custom_kernel_launches_the_7_tuple_with_its_five_tensors(monkeypatch):
 
 
 # ------------------------------------------------------------------ offline compile (sm_100a)
-def test_compile_for_the_gemm_benchmark_shapes_offline():
-    launchers = {s: S.compile_for(*s, GEMM) for s in BENCHMARKS}
+def test_compile_the_gemm_benchmark_shapes_configs_offline():
+    launchers = {s: S.compile_config(S.config_for(*s, GEMM)) for s in BENCHMARKS}
     for shape, launcher in launchers.items():
         assert launcher is S.compile_config(S.config_for(*shape, GEMM))
 

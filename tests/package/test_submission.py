@@ -252,9 +252,12 @@ def test_bad_configs_are_refused_with_a_reason(cfg, why):
     "shape, constraint",
     [((256, 512, 384, 1), "K=384"), ((192, 512, 256, 1), "M=192"), ((256, 96, 256, 1), "N=96"), ((256, 512, 256, 0), "L=0")],
 )
-def test_bad_shapes_are_refused_by_compile_for(shape, constraint):
-    with pytest.raises(ValueError, match=constraint):
-        S.compile_for(*shape)
+def test_bad_shapes_are_refused_by_every_config_of_the_chain(shape, constraint):
+    """No config of the first call's chain takes them; the table's says why (check_inputs raises that, before any
+    compile)."""
+    assert S.config_chain(*shape) == []
+    ok, why = S.DualGemmKernel.can_implement(S.config_for(*shape), *shape)
+    assert not ok and re.search(constraint, why), why
 
 
 # ------------------------------------------------------------------ input checks (before any launch)
@@ -346,9 +349,9 @@ def test_non_sm100_gpu_is_refused():
 
 
 # ------------------------------------------------------------------ offline compiles for sm_100a
-def test_compile_for_every_task_shape_offline():
-    """compile_for works with no GPU and serves every shape of a config from one compile."""
-    launchers = {shape: S.compile_for(*shape) for shape in SHAPES}
+def test_compile_every_task_shapes_config_offline():
+    """compile_config works with no GPU and serves every shape of a config from one compile."""
+    launchers = {shape: S.compile_config(S.config_for(*shape)) for shape in SHAPES}
     for shape, launcher in launchers.items():
         assert launcher is S.compile_config(S.config_for(*shape)), "compile_config must cache per config"
     assert len({id(f) for f in launchers.values()}) == len({S.config_for(*s) for s in SHAPES})
