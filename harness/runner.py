@@ -65,7 +65,8 @@ class LaunchRecord:
 @dataclass
 class RunnerResult:
     """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
-    implement a PTX form), "launch" (a B200 refuses a launch), "cannot-run" (construct, where), with timing
+    implement a PTX form), "launch" (a B200 refuses a launch), "refused" (the CUDA driver refused an argument of the
+    file's host code, as a B200's would, and the host code failed on it), "cannot-run" (construct, where), with timing
     "unchecked" (the timed clusters' stores do not finish elements of the output, as a K slice of a split), or
     without emulation "captured" (the launches recorded, none run)."""
 
@@ -81,7 +82,7 @@ class RunnerResult:
     runs: list = field(default_factory=list)  # per schedule: {schedule, status, message, seconds, launches}
     notes: list = field(default_factory=list)  # emu.state.Note as dicts (rule, where, precedent, detail)
     bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
-    refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused
+    refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused (its documented rules)
     checked_elements: int = 0
     clusters_run: int = 0
     clusters_total: int = 0
@@ -113,8 +114,8 @@ class RunnerResult:
 
     def summary(self) -> str:
         m, n, k, l = self.shape
-        if self.status == "cannot-run":
-            return f"emulated CANNOT RUN: {Path(self.submission).name}: {self.construct}" + (
+        if self.status in ("cannot-run", "refused"):
+            return f"emulated {self.verdict}: {Path(self.submission).name}: {self.construct or self.message}" + (
                 f" ({self.where})" if self.where else "")
         kernels = ", ".join(sorted({x["kernel"][:60] for x in self.launches})) or "no launch"
         return (f"emulated {self.verdict}: {Path(self.submission).name} {m}x{n}x{k}x{l} {self.mode}, "
@@ -455,6 +456,8 @@ class Worker:
         self.call = None
         for s in self.standins:
             s.errors.clear()
+            s.refusals.clear()
+            s.limits.clear()
 
     def finish_case(self, t0: float) -> None:
         self.result.seconds = time.time() - t0
@@ -608,6 +611,16 @@ class Worker:
         if self.call is not None and self.call["stopped"] is not None:
             status, message = self.call["stopped"]
             self.result.status, self.result.message = status, message
+            return self.result
+        raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        limit = next((x for st in self.standins for x in st.limits), "")
+        if limit:  # a B200's driver takes these arguments; the emulator cannot encode what it would
+            return self.cannot_run(f"the emulator's stand-in cannot encode what a B200's driver would: {limit}", where,
+                                   f"{limit}; the host code then raised {raised}")
+        driver = next((x for st in self.standins for x in st.refusals), "")
+        if driver:  # the driver refuses what the file asked, by its documented rules: the file's own failure
+            self.result.status, self.result.where = "refused", where
+            self.result.message = f"{driver}; the host code then raised {raised}"
             return self.result
         refusal = next((s.last_refusal() for s in self.standins if s.last_refusal()), "")
         if refusal:

@@ -133,6 +133,51 @@ def test_launch_a_b200_refuses_is_reported(tmp_path):
     assert res.status == "launch" and res.exit_code == 2 and "300000" in res.message, res.summary()
 
 
+REFUSED_MAP = '''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda.h>
+extern "C" int encode(void *scales, const char **text) {
+  alignas(64) CUtensorMap map;
+  cuuint64_t dims[2] = {448, 128}, strides[1] = {448};
+  cuuint32_t box[2] = {4, 128}, element_strides[2] = {1, 1};  // 4 bytes of UINT8 a row: not a multiple of 16
+  CUresult rc = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, scales, dims, strides, box,
+                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  cuGetErrorString(rc, text);
+  return rc;
+}
+"""
+path = load_inline("refused_map", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"], extra_ldflags=["-lcuda"])
+lib = ctypes.CDLL(path)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    text = ctypes.c_char_p()
+    if lib.encode(ctypes.c_void_p(data[0].data_ptr()), ctypes.byref(text)):
+        raise RuntimeError("Scale tensormap failed: " + text.value.decode())
+    return data[-1]
+'''
+
+
+@pytest.mark.slow
+def test_a_tensor_map_the_driver_refuses_is_the_file_s_failure(tmp_path):
+    """cuTensorMapEncodeTiled with a box row of 4 bytes (jIab-b's s_128t.py @ 2aa318ce; the driver documents
+    boxDim[0] x element size as a multiple of 16 bytes): CUDA_ERROR_INVALID_VALUE, "invalid argument" in the file's
+    own words as on GPU MODE's B200, and the verdict REFUSED (exit 2), not CANNOT RUN."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(REFUSED_MAP)
+    res = run_submission(f, SMALL, schedules=1)
+    assert (res.status, res.verdict, res.exit_code) == ("refused", "REFUSED", 2), res.summary()
+    assert "Scale tensormap failed: invalid argument" in res.message and "boxDim[0] 4" in res.message, res.message
+    assert res.where.startswith("submission.py:") and res.refusals
+
+
 # ------------------------------------------------------------------ this package's kernel through the same path
 @pytest.mark.slow
 def test_package_submission_through_the_runner_launches_as_captured():
