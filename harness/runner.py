@@ -45,6 +45,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER_TIMEOUT_S = 24 * 3600
+# What a seeded schedule may reach after the B200-timing one matched, and the verdict then calls a race: C wrong, no
+# progress, an access the ISA leaves undefined (each one an interleaving the seeded scheduler drew)
+RACES = ("mismatch", "deadlock", "hazard")
 
 
 @dataclass
@@ -66,7 +69,9 @@ class LaunchRecord:
 class RunnerResult:
     """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
     implement a PTX form), "launch" (a B200 refuses a launch), "refused" (the CUDA driver refused an argument of the
-    file's host code, as a B200's would, and the host code failed on it), "cannot-run" (construct, where), with timing
+    file's host code, as a B200's would, and the host code failed on it), "race" (C matched under the B200's modeled
+    timing, schedule b200, and a seeded schedule reached a failure: `race` says which and what; harness.verdict.
+    B200Timing), "cannot-run" (construct, where), with timing
     "unchecked" (the timed clusters' stores do not finish elements of the output, as a K slice of a split), or
     without emulation "captured" (the launches recorded, none run)."""
 
@@ -83,6 +88,7 @@ class RunnerResult:
     notes: list = field(default_factory=list)  # emu.state.Note as dicts (rule, where, precedent, detail)
     bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
     refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused (its documented rules)
+    race: dict = field(default_factory=dict)  # status "race": {"schedule", "status", "message"} of the seeded failure
     checked_elements: int = 0
     clusters_run: int = 0
     clusters_total: int = 0
@@ -96,7 +102,10 @@ class RunnerResult:
 
     @property
     def passed(self) -> bool:
-        return self.status == "match" and (self.allow_notes or not self.notes)
+        """C matched, and neither a note nor a race unless allowed: a race, like a note, breaks a rule of the PTX ISA
+        that B200-run kernels survive (design.md "Notes and hazards"); this package's kernel is failed on either."""
+        return (self.status == "match" and (self.allow_notes or not self.notes)) or (
+            self.status == "race" and self.allow_notes)
 
     @property
     def exit_code(self) -> int:
@@ -110,6 +119,9 @@ class RunnerResult:
         if self.status == "match" and self.notes:
             return (f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
                     + ("" if self.allow_notes else " (FAILED: notes are not allowed unless --allow-notes)"))
+        if self.status == "race":
+            return (f"RACE (MATCH under b200, {self.race['status'].upper()} under {self.race['schedule']})"
+                    + ("" if self.allow_notes else " (FAILED: races are not allowed unless --allow-notes)"))
         return {"launch": "LAUNCH REFUSED", "cannot-run": "CANNOT RUN"}.get(self.status, self.status.upper())
 
     def summary(self) -> str:
@@ -143,18 +155,21 @@ def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", m
 def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedules=None, sched_seed: int = 0,
               clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
               prior_costs: bool = False, full_grid: bool = False, trace: str | None = None, emulate: bool = True,
-              variants=(), progress=None) -> list[RunnerResult]:
+              variants=(), progress=None, b200: bool = False) -> list[RunnerResult]:
     """Run the file at `submission` on each case ((m, n, k, l), mode, input seed[, schedules]) in one fresh worker
     process (the file is imported and compiled once); a result per case, in order. schedules (a case's own, else this
     one): as harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed.
     clusters: "all" or N, a seeded choice of N clusters of each launch (the output is then checked where they
     stored). emulate=False records the launches (status "captured") and runs none: what the file launches at a shape,
     in the time its host code takes. With timing, `variants` ([{name, overrides}], calibration.timing.variants) adds
-    one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}."""
+    one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}. b200 (not
+    with timing): the B200-timing schedule (harness.verdict.B200) first, then the seeded ones: a failure only they
+    reach is the verdict RACE."""
     from .verdict import schedules_for
 
     def plan(which):
-        return [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
+        names = [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
+        return ["b200"] + [n for n in names if n != "b200"] if b200 and not timing else names
     with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
         job = {"submission": str(Path(submission).resolve()), "problem": problem,
                "cases": [{"shape": list(case[0]), "mode": case[1], "input_seed": case[2],
@@ -350,6 +365,8 @@ class Worker:
     def run_launch(self, cap) -> None:
         from emu import run_kernel
 
+        from .verdict import is_b200
+
         call = self.call
         if call is None:
             raise RuntimeError("a kernel launch outside custom_kernel (at import): the emulator runs the calls only")
@@ -362,7 +379,7 @@ class Worker:
         say(f"launch {index}: {cap.kernel_name[:70]} grid {cap.grid} block {cap.block} cluster {cap.cluster} "
             f"smem {cap.dynamic_smem}")
         gmem = host_memory(host_regions(self.standins))
-        if self.job["timing"]:
+        if self.job["timing"] or is_b200(call["schedule"]):
             self.timed_launch(cap, gmem, index)
             return
         run = run_kernel(cap, gmem, clusters=self.job["clusters"], schedule=call["schedule"],
@@ -376,7 +393,9 @@ class Worker:
         call = self.call
         costs = cost_table.load(overrides={**self.variant, **self.job["costs"]}, prior=self.job["prior_costs"])
         trace = self.job["trace"]
-        timed = timed_run(cap, gmem, costs, call["schedule"].seed, self.job["full_grid"], bool(trace),
+        # the B200-timing schedule of a verdict on every cluster simulates every cluster, not one per wave
+        full = self.job["full_grid"] or (not self.job["timing"] and self.job["clusters"] == "all")
+        timed = timed_run(cap, gmem, costs, call["schedule"].seed, full, bool(trace),
                           prerequisite_writes=call["previous_writes"])
         if timed.status == "completed":
             call["per_call_us"] += timed.per_call_us
@@ -465,15 +484,26 @@ class Worker:
         self.result.refusals = [r for s in self.standins for r in s.refusals]
 
     def run_case(self, module) -> None:
-        """The verdict's schedules on the current case, each one call of custom_kernel."""
-        from .verdict import schedules_for
+        """The verdict's schedules on the current case, each one call of custom_kernel. With the B200-timing schedule
+        first: a failure there is the verdict; a failure only a seeded schedule reaches after it matched is RACE, the
+        schedule and the failure named (design.md "Verdict and schedules")."""
+        from .verdict import is_b200, schedules_for
 
         m, n, k, l = self.case["shape"]
         say(f"case {m}x{n}x{k}x{l} {self.case['mode']}")
         try:
-            for schedule in schedules_for(self.case["schedules"]):
+            plan = schedules_for(self.case["schedules"])
+            checked = 0
+            for schedule in plan:
                 if not self.one_call(module, schedule):
+                    if is_b200(plan[0]) and schedule is not plan[0] and self.result.status in RACES:
+                        self.result.race = {"schedule": schedule.name, "status": self.result.status,
+                                            "message": self.result.message}
+                        self.result.status, self.result.checked_elements = "race", checked
+                        self.result.message = (f"C matched under the B200's modeled timing (b200); under "
+                                               f"{schedule.name}: {self.result.message}")
                     break
+                checked = self.result.checked_elements
             figures = {}
             for variant in self.job.get("variants", []):  # each a call of its own, on fresh inputs
                 adopted = self.result.timed

@@ -99,6 +99,10 @@ def main(argv=None) -> int:
     ap.add_argument("--host-path", choices=("tvm_ffi", "pointer"), default=None,
                     help="the launcher to capture: custom_kernel's TVM-FFI entry or its pointer fallback (default: the "
                          "one custom_kernel takes here: TVM-FFI where apache-tvm-ffi imports, else the pointer path)")
+    ap.add_argument("--b200", action=argparse.BooleanOptionalAction, default=True,
+                    help="another author's file (not with --timing): run the B200-timing schedule (the timed "
+                         "emulator's machine) before the seeded ones; a failure only they reach is RACE, not the "
+                         "failure (design.md \"Verdict and schedules\"); --no-b200: the seeded schedules alone")
     ap.add_argument("--allow-notes", action="store_true",
                     help="a MATCH with notes passes (exit 0): for third-party kernels; by default notes fail, as they "
                          "must for the kernel under development")
@@ -221,7 +225,7 @@ def _generic(args) -> int:
                          input_seed=args.input_seed, schedules=schedules, sched_seed=args.seed,
                          clusters=args.clusters, allow_notes=args.allow_notes, timing=args.timing, costs=overrides,
                          prior_costs=args.prior_costs, full_grid=args.full_grid, trace=args.trace,
-                         variants=_other_variants(args),
+                         variants=_other_variants(args), b200=args.b200,
                          progress=lambda line: print(f"  {line} ({time.time() - t0:.0f} s)", file=sys.stderr,
                                                      flush=True))
     print(res.summary())

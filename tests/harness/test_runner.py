@@ -178,6 +178,103 @@ def test_a_tensor_map_the_driver_refuses_is_the_file_s_failure(tmp_path):
     assert res.where.startswith("submission.py:") and res.refusals
 
 
+# A copy through one shared buffer, refilled by thread 0 as soon as it saw the last copy land: nothing waits for the
+# other warp to have read the buffer or seen the phase. A race by the PTX ISA (a parity wait may be lapped, the buffer
+# overwritten unread) that a B200's copy latency hides: the seeded late_wake schedule wakes the other warp late.
+RACY = r'''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+
+import torch
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda_fp16.h>
+constexpr int CHUNK = 256;  // floats a copy brings
+__global__ void racy_copy(const float *src, __half *c, int chunks) {
+  __shared__ alignas(128) float buf[CHUNK];
+  __shared__ alignas(8) unsigned long long bar;
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  for (int k = 0; k < chunks; ++k) {
+    // thread 0 refills the buffer as soon as it saw the last copy land: nothing waits for the other warp to have
+    // read it, or to have seen the phase (a race by the PTX ISA: a B200's copy latency hides it)
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(CHUNK * 4) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   :: "r"(d), "l"(src + k * CHUNK), "r"(CHUNK * 4), "r"(b) : "memory");
+    }
+    asm volatile("{\n\t.reg .pred done;\n\tWAIT:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT;\n\t}" :: "r"(b), "r"(k & 1) : "memory");
+    for (int i = threadIdx.x; i < CHUNK; i += blockDim.x) c[k * CHUNK + i] = __float2half_rn(buf[i]);
+  }
+}
+extern "C" int launch(const float *src, void *c, int chunks) {
+  racy_copy<<<1, 64>>>(src, static_cast<__half *>(c), chunks);
+  return cudaGetLastError();
+}
+"""
+path = load_inline("racy_copy", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
+lib = ctypes.CDLL(path)
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def dequantize(packed, scales):
+    codes = packed.view(torch.uint8)
+    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
+    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    x = dequantize(a[:, :, 0], sfa[:, :, 0])
+    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
+    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
+    out = (torch.nn.functional.silu(r1) * r2).contiguous()
+    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(c.data_ptr()), out.numel() // 256)
+    return c
+'''
+
+
+@pytest.mark.slow
+def test_a_race_the_b200_timing_hides_is_race_not_deadlock(tmp_path):
+    """The B200-timing schedule (the timed emulator's machine) matches; late_wake:3 laps the parity wait and
+    deadlocks. With b200 first the verdict is RACE, naming that schedule and the deadlock: passed with --allow-notes
+    (another author's file), failed without (this package's kernel, exit 2). Without b200 it is the DEADLOCK."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(RACY)
+    res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
+    assert res.status == "race" and res.passed and res.exit_code == 0, (res.summary(), res.message)
+    assert (res.race["schedule"], res.race["status"]) == ("late_wake:3", "deadlock") and "RACE" in res.verdict
+    assert [r["schedule"] for r in res.runs] == ["b200", "late_wake:3"] and res.checked_elements == 128 * 128
+    strict = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True)
+    assert strict.status == "race" and not strict.passed and strict.exit_code == 2 and "FAILED" in strict.verdict
+    seeded = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], allow_notes=True)
+    assert seeded.status == "deadlock", seeded.summary()
+
+
+@pytest.mark.slow
+def test_a_kernel_wrong_under_the_b200_timing_stays_a_failure(tmp_path):
+    """The same copy waiting for the other parity (the phase before the current one counts as complete: every wait
+    passes at once) reads the buffer before any copy lands, on every schedule: the B200-timing schedule fails, and
+    that failure is the verdict, not RACE."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    assert RACY.count('"r"(k & 1)') == 1
+    f.write_text(RACY.replace('"r"(k & 1)', '"r"((k + 1) & 1)'))
+    res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
+    assert res.status in ("mismatch", "hazard") and not res.race and not res.passed, res.summary()
+    assert [r["schedule"] for r in res.runs] == ["b200"]
+
+
 # ------------------------------------------------------------------ this package's kernel through the same path
 @pytest.mark.slow
 def test_package_submission_through_the_runner_launches_as_captured():
