@@ -958,7 +958,7 @@ class _StoreSource:
 
         def write(addr, data):
             self.ex.gmem.write(addr, data)
-            self.ex.store_log.append((int(addr), int(data.size)))
+            self.ex.log_store(addr, data.size, self.cta.cluster)
 
         n = tma.tile_store(self.tmap, self.coords, image, self.off, write)
         self.ex.stats["tma_store_bytes"] = self.ex.stats.get("tma_store_bytes", 0) + n

@@ -20,7 +20,11 @@ and the bridges stay out of the caller's process, and a crash of the file's host
    order; the first grid's prerequisite writes (programmatic dependent launch) are this call's C, as in the
    leaderboard's loop, each later grid's those of the grid before it.
 4. The output custom_kernel returns is checked against the reference under the leaderboard's tolerance: all of it, or
-   with `clusters` (a seeded choice of clusters per launch) the elements the emulated clusters stored.
+   with `clusters` (a seeded choice of clusters per launch) the elements the emulated clusters stored whose inputs
+   were all emulated. A sampled launch's clusters not emulated may write any byte of an allocation its emulated ones
+   wrote, and a sampled atomic sum is the other clusters' too: those bytes are unknown to later launches, and a
+   cluster that reads them (emu.Machine.watch_unknown), or an element an atomic of a sampled launch wrote, is left
+   out of the check, the report saying how many and why (`unchecked`); nothing left: status "unchecked".
 With timing, one call instead, each launch through the timed emulator (emu.timing.call.timed_run), its C checked on the
 clusters simulated; per call = the sum over the call's launches.
 
@@ -89,6 +93,7 @@ class RunnerResult:
     bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
     refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused (its documented rules)
     race: dict = field(default_factory=dict)  # status "race": {"schedule", "status", "message"} of the seeded failure
+    unchecked: str = ""  # how many elements the emulated clusters stored are left out of the check, and why
     checked_elements: int = 0
     clusters_run: int = 0
     clusters_total: int = 0
@@ -109,10 +114,11 @@ class RunnerResult:
 
     @property
     def exit_code(self) -> int:
-        """0 passed, 1 C mismatched, 3 cannot run here (cannot-run, an unsupported PTX form), 2 anything else."""
+        """0 passed, 1 C mismatched, 3 cannot tell here (cannot-run, an unsupported PTX form, no element checkable),
+        2 anything else."""
         if self.passed:
             return 0
-        return {"mismatch": 1, "cannot-run": 3, "unsupported": 3}.get(self.status, 2)
+        return {"mismatch": 1, "cannot-run": 3, "unsupported": 3, "unchecked": 3}.get(self.status, 2)
 
     @property
     def verdict(self) -> str:
@@ -133,7 +139,8 @@ class RunnerResult:
         return (f"emulated {self.verdict}: {Path(self.submission).name} {m}x{n}x{k}x{l} {self.mode}, "
                 f"{len(self.launches)} launch{'es' if len(self.launches) != 1 else ''} per call ({kernels}), "
                 f"{self.clusters_run}/{self.clusters_total} clusters, {len(self.runs)} schedule"
-                f"{'s' if len(self.runs) != 1 else ''}, {self.checked_elements} elements checked, "
+                f"{'s' if len(self.runs) != 1 else ''}, {self.checked_elements} elements checked"
+                f"{' (' + self.unchecked.split(':')[0] + ')' if self.unchecked else ''}, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
 
@@ -350,8 +357,11 @@ class Worker:
 
     # ---- one call of custom_kernel
     def begin_call(self, schedule, c_address: int) -> None:
+        # stores: (address, bytes) the check of C trusts; excluded: those it must not (a cluster that read what no
+        # emulated cluster wrote, an atomic sum other clusters add to); unknown: merged (start, end) of global bytes a
+        # later launch cannot know, with why (clusters of an earlier launch not emulated write them)
         self.call = {"schedule": schedule, "launches": [], "stopped": None, "previous_writes": [c_address],
-                     "stores": [], "per_call_us": 0.0, "timed": []}
+                     "stores": [], "excluded": [], "unknown": [], "why": "", "per_call_us": 0.0, "timed": []}
 
     def on_launch(self, cap) -> None:
         """A launch the file's host code just made: run it (or, after a failed one, record it only), with torch as it
@@ -383,7 +393,7 @@ class Worker:
             self.timed_launch(cap, gmem, index)
             return
         run = run_kernel(cap, gmem, clusters=self.job["clusters"], schedule=call["schedule"],
-                         prerequisite_writes=call["previous_writes"])
+                         prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]))
         self.after_run(run.status, run.message, run.machine, run.clusters_run, run.clusters_total, index)
 
     def timed_launch(self, cap, gmem, index: int) -> None:
@@ -396,7 +406,7 @@ class Worker:
         # the B200-timing schedule of a verdict on every cluster simulates every cluster, not one per wave
         full = self.job["full_grid"] or (not self.job["timing"] and self.job["clusters"] == "all")
         timed = timed_run(cap, gmem, costs, call["schedule"].seed, full, bool(trace),
-                          prerequisite_writes=call["previous_writes"])
+                          prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]))
         if timed.status == "completed":
             call["per_call_us"] += timed.per_call_us
             call["timed"].append({"launch": index, "line": timed.line(), "per_call_us": round(timed.per_call_us, 3),
@@ -420,13 +430,40 @@ class Worker:
             call.setdefault("notes", {}).update({(n.rule, n.where): n for n in machine.notes.values()})
             for key, value in machine.stats.items():
                 call.setdefault("stats", {})[key] = call.get("stats", {}).get(key, 0) + value
-            call["stores"] += list(machine.store_log)
+            self.sort_stores(machine, clusters_run < clusters_total, index)
             written = sorted({machine.gmem.allocation(addr)[0] for addr, _ in machine.store_log})
             call["previous_writes"] = written
         call["clusters"] = (call.get("clusters", (0, 0))[0] + clusters_run, call.get("clusters", (0, 0))[1]
                             + clusters_total)
         if status != "completed":
             call["stopped"] = (status, f"launch {index}: {message}")
+
+    def sort_stores(self, machine, sampled: bool, index: int) -> None:
+        """The launch's stores split into what the check of C may trust and what it may not, and the global bytes a
+        later launch of the call cannot know (harness/runner.py's module docstring, step 4): a sampled launch's
+        clusters not emulated may write any byte of an allocation its emulated clusters wrote; a tainted cluster's
+        stores (it read such bytes) and, sampled, an atomic's bytes (a sum the other clusters add to) are unknown too."""
+        call = self.call
+        tainted = machine.tainted
+        clean = [st for st, cid in zip(machine.store_log, machine.store_clusters) if cid not in tainted]
+        dirty = [st for st, cid in zip(machine.store_log, machine.store_clusters) if cid in tainted]
+        atomics = list(machine.atomic_log) if sampled else []
+        call["stores"] += clean
+        call["excluded"] += dirty + atomics
+        if tainted and not call["why"]:
+            cid, read = next(iter(tainted.items()))
+            call["why"] = (f"launch {index}'s cluster {cid} {read}, which clusters of an earlier launch that were not "
+                           "emulated write")
+        elif atomics and not call["why"]:
+            call["why"] = f"launch {index} adds to them with atomics from clusters that were not emulated too"
+        if not (sampled or dirty or call["unknown"]):
+            return  # every cluster ran on known memory: nothing later launches cannot know
+        unknown = merge_spans(call["unknown"] + to_spans(dirty) + to_spans(atomics))
+        if sampled:
+            allocations = {machine.gmem.allocation(addr) for addr, _ in clean}
+            unknown = merge_spans(unknown + [(base, base + size) for base, size in allocations])
+        atomic = set(atomics)
+        call["unknown"] = subtract_spans(unknown, to_spans([st for st in clean if st not in atomic]))
 
     # ---- the file and its verdict
     def run(self) -> list[RunnerResult]:
@@ -590,12 +627,19 @@ class Worker:
         from .problems import check_c
 
         all_clusters = call["clusters"][0] == call["clusters"][1]
-        if all_clusters:
+        if all_clusters and not call["excluded"]:
             expected = reference.ref_kernel(data)
             ok, msg = check_c(out, expected)
             return ("match" if ok else "mismatch"), msg, out.numel()
         written = written_elements(out, call["stores"])
+        excluded = written_elements(out, call["excluded"]) if call["excluded"] else np.zeros_like(written)
+        written &= ~excluded
+        left_out = int(excluded.sum())
+        self.result.unchecked = (f"{left_out} elements the emulated clusters stored are not checked: {call['why']}"
+                                 if left_out else "")
         if not written.any():
+            if left_out:
+                return "unchecked", f"no element can be checked: {self.result.unchecked}", 0
             return "mismatch", "the emulated clusters stored no element of the output", 0
         m, n, l = out.shape
         checked = 0
@@ -614,7 +658,8 @@ class Worker:
                     checked += int(mask.sum())
                     if not ok:
                         return "mismatch", f"rows {i}:{rs.stop} cols {j}:{cs.stop}: {msg}", checked
-        return "match", f"{checked} elements stored by the emulated clusters", checked
+        return "match", f"{checked} elements stored by the emulated clusters" + (
+            f"; {self.result.unchecked}" if left_out else ""), checked
 
     def cannot_run(self, construct: str, where: str, message: str = "") -> RunnerResult:
         self.result.status, self.result.construct, self.result.where = "cannot-run", construct, where
@@ -659,6 +704,45 @@ class Worker:
         inner = next((err for st in self.standins for err in st.errors), "")  # what failed inside a callback
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400]
         return self.cannot_run(why + (f" ({inner[:400]})" if inner else ""), where, str(e)[-3000:])
+
+
+def to_spans(stores) -> list:
+    """(address, bytes) -> merged (start, end)."""
+    return merge_spans([(a, a + n) for a, n in stores if n])
+
+
+def merge_spans(spans) -> list:
+    """Sorted disjoint (start, end) covering every span given."""
+    out = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def subtract_spans(spans, cut) -> list:
+    """Merged `spans` less merged `cut`."""
+    out, j = [], 0
+    for lo, hi in spans:
+        while j < len(cut) and cut[j][1] <= lo:
+            j += 1
+        k = j
+        while lo < hi:
+            if k >= len(cut) or cut[k][0] >= hi:
+                out.append((lo, hi))
+                break
+            if cut[k][0] > lo:
+                out.append((lo, cut[k][0]))
+            lo = max(lo, cut[k][1])
+            k += 1
+    return out
+
+
+def spans(merged) -> list:
+    """Merged (start, end) -> (address, bytes)."""
+    return [(lo, hi - lo) for lo, hi in merged]
 
 
 def written_elements(out, stores):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cuda_build import compiler_missing
-from harness.runner import is_package_kernel, run_cases, run_submission
+from harness.runner import is_package_kernel, merge_spans, run_cases, run_submission, subtract_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
@@ -69,6 +69,13 @@ def test_cases_share_one_import():
 def test_only_this_package_kernel_takes_the_config_path():
     assert is_package_kernel(ROOT / "submission.py") and is_package_kernel(ROOT / "nvfp4_gemm" / "submission.py")
     assert not is_package_kernel(DSL_FILE) and not is_package_kernel(CUDA_FILE)
+
+
+def test_spans_merge_and_subtract():
+    """The interval arithmetic of the global bytes a later launch cannot know (Worker.sort_stores)."""
+    assert merge_spans([(10, 20), (0, 5), (5, 8), (15, 30)]) == [(0, 8), (10, 30)]
+    assert subtract_spans([(0, 8), (10, 30)], [(2, 4), (6, 12), (20, 40)]) == [(0, 2), (4, 6), (12, 20)]
+    assert subtract_spans([(0, 8)], []) == [(0, 8)] and subtract_spans([(0, 8)], [(0, 8)]) == []
 
 
 @pytest.mark.slow
@@ -273,6 +280,77 @@ def test_a_kernel_wrong_under_the_b200_timing_stays_a_failure(tmp_path):
     res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
     assert res.status in ("mismatch", "hazard") and not res.race and not res.passed, res.summary()
     assert [r["schedule"] for r in res.runs] == ["b200"]
+
+
+# Two launches: 2 x 16 CTAs each write half of a row block of C into a workspace slice, then 16 CTAs each add their
+# block's two slices into C. A later launch reads what clusters of an earlier one wrote.
+SPLIT = r'''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+
+import torch
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda_fp16.h>
+constexpr int ROWS = 8, COLS = 128;  // a CTA's block of C
+// launch 0: CTA (b, s) writes half of row block b's values into slice s of the workspace
+__global__ void halves(const float *out, float *ws, int blocks) {
+  const int b = blockIdx.x % blocks, s = blockIdx.x / blocks;
+  for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x)
+    ws[(s * blocks + b) * ROWS * COLS + i] = 0.5f * out[b * ROWS * COLS + i];
+}
+// launch 1: CTA b sums row block b's two slices, written by two CTAs of launch 0
+__global__ void reduce(const float *ws, __half *c, int blocks) {
+  const int b = blockIdx.x;
+  for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x)
+    c[b * ROWS * COLS + i] = __float2half_rn(ws[b * ROWS * COLS + i] + ws[(blocks + b) * ROWS * COLS + i]);
+}
+extern "C" int launch(const float *out, float *ws, void *c, int blocks) {
+  halves<<<2 * blocks, 128>>>(out, ws, blocks);
+  reduce<<<blocks, 128>>>(ws, static_cast<__half *>(c), blocks);
+  return cudaGetLastError();
+}
+"""
+path = load_inline("split_reduce", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
+lib = ctypes.CDLL(path)
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def dequantize(packed, scales):
+    codes = packed.view(torch.uint8)
+    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
+    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    x = dequantize(a[:, :, 0], sfa[:, :, 0])
+    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
+    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
+    out = (torch.nn.functional.silu(r1) * r2).contiguous()
+    ws = torch.zeros(2 * out.numel())
+    blocks = out.numel() // (8 * 128)
+    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(c.data_ptr()), blocks)
+    return c
+'''
+
+
+@pytest.mark.slow
+def test_a_sample_does_not_report_a_mismatch_the_sampling_made(tmp_path):
+    """With one cluster of each launch emulated, the reducing CTA reads a slice that a CTA of launch 0 not emulated
+    writes: its elements are left out of the check, named why, and with nothing left the verdict is UNCHECKED (exit
+    3), not the MISMATCH its zero slice would make; every cluster: MATCH on all 16384 elements."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(SPLIT)
+    every = run_submission(f, SMALL, mode="leaderboard", schedules=1)
+    assert every.status == "match" and every.checked_elements == 128 * 128 and not every.unchecked, every.summary()
+    one = run_submission(f, SMALL, mode="leaderboard", schedules=1, clusters=1)
+    assert (one.status, one.exit_code, one.checked_elements) == ("unchecked", 3, 0), (one.summary(), one.message)
+    assert "reads 4 bytes" in one.message and "not emulated" in one.message and one.verdict == "UNCHECKED"
+    assert one.unchecked.startswith("1024 elements")
 
 
 # ------------------------------------------------------------------ this package's kernel through the same path
