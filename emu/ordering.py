@@ -199,17 +199,17 @@ def mma_issued(w, footprint: list, now: int, line: int) -> None:
         del recent[:-RECENT_MMAS]
 
 
-def cp_issued(ex, w, ins, ctas: list, taddr: int) -> None:
-    """tcgen05.cp.32x128b.warpx4 writes 4 columns at taddr in each CTA of its group: note an earlier, unobserved MMA
-    of the CTA that touches them (MMA_THEN_CP)."""
+def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4) -> None:
+    """tcgen05.cp writes ncols columns at taddr in each CTA of its group (4 for the 128-bit shapes, 8 for the 256-bit
+    ones): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
     col = taddr & 0xFFFF
     for cta in ctas:
         for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
             if w.seen.get(("tcdone",) + key, -1) >= clock:
                 continue  # the cp's warp has observed that MMA complete
-            if any(_overlap(c0, n, col, 4) for c0, n, _ in spans):
+            if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
                 ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
-                        f"tcgen05.cp writes tensor-memory columns [{col}, {col + 4}) of CTA rank {cta.rank} that the "
+                        f"tcgen05.cp writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
                         f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before this copy (PTX ISA "
                         f"9.7.16.6.2: mma -> cp is not a pipelined pair; the emulator runs them in issue order)")
                 return
