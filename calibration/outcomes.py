@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
-"""What B200s said about public leaderboard files, as data: the outcome each file's author published (passed,
-mismatch, illegal memory access, crash after the kernel, host error, timeout, or none), read from GPU MODE's runner
-output committed beside the kernel, and declared in calibration/outcomes.json before the emulator's verdicts that are
-scored against it were run.
+"""What B200s said about public leaderboard files, as data, and the emulator's verdicts scored against it: the outcome
+each file's author published (passed, mismatch, illegal memory access, crash after the kernel, host error, timeout, or
+none), read from GPU MODE's runner output committed beside the kernel and declared in calibration/outcomes.json
+before the verdicts scored against it were run.
 
-    python -m calibration.outcomes parse OUTPUT.txt     # the outcome a runner output states, as JSON
+    python -m calibration.outcomes parse OUTPUT.txt          # the outcome a runner output states, as JSON
+    python -m calibration.outcomes table [--only TEXT] [--sets issue38,added,listed,points] [--sources DIR]
+
+`table` runs every declared file (or those whose owner/name/path contains TEXT, of the sets named) through
+harness.runner as the declaration's plan says (the shape per problem, the leaderboard's generator, one cluster of each
+launch, the B200-timing schedule b200 then the seeded uniform:0; design.md "Verdict and schedules"), scores each
+verdict against the file's outcome and writes docs/public_outcomes.json and the section "B200 outcomes against
+emulated verdicts" of docs/public_files.md (calibration.public keeps it there when it rewrites the file). A re-run of
+some files keeps the other rows. Every verdict is emulated; every outcome measured (B200, as its source says).
 
 The runner's words (gpu-mode/discord-cluster-manager's report, as committed in jIab-b/nvfp4_gemm): a header line
 "✅ Benchmarking successful", "❌ Benchmarking failed" or "❌ Running benchmarks failed (internal error N)"; per
@@ -18,6 +26,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 DECLARED = Path(__file__).with_name("outcomes.json")
@@ -88,12 +97,205 @@ def declared() -> dict:
     return json.loads(DECLARED.read_text())
 
 
+def text(value) -> str:
+    """A declared text: a string, or its lines (outcomes.json stores long texts as lists)."""
+    return " ".join(value) if isinstance(value, list) else value
+
+
+# ----------------------------------------------------------------------------- scoring
+REPO = Path(__file__).resolve().parents[1]
+TABLE_JSON = REPO / "docs" / "public_outcomes.json"
+SECTION = "## B200 outcomes against emulated verdicts"
+# What a verdict predicts of a B200 run: it passes (MATCH, with notes or a race), it fails, or nothing (the emulator's
+# limit: an unsupported form, a host call it lacks, no element it could check)
+PREDICTS = {"match": "pass", "race": "pass", "mismatch": "fail", "deadlock": "fail", "hazard": "fail",
+            "refused": "fail", "launch": "fail", "unsupported": "none", "cannot-run": "none", "unchecked": "none",
+            "absent": "none"}
+# The failing verdicts that name the failure a B200 outcome reports (the issue's target): wrong C as MISMATCH or as a
+# HAZARD naming the unwritten data the MMA read; an illegal access as a HAZARD naming the address; a host error as the
+# driver's REFUSED; a crash after the kernel as any failure of the kernel; a timeout as DEADLOCK
+SAME_KIND = {"passed": {"match", "race"}, "mismatch": {"mismatch", "hazard"}, "illegal-memory-access": {"hazard"},
+             "host-error": {"refused", "launch"}, "crash-after-kernel": {"hazard", "mismatch", "deadlock"},
+             "timeout": {"deadlock"}}
+
+
+def b200_side(outcome_class: str) -> str:
+    return {"passed": "pass", "none": "none"}.get(outcome_class, "fail")
+
+
+def at_shape(outcome: dict, shape) -> str:
+    """The outcome at the scored shape, in a few words (the first wrong coordinates of a mismatch)."""
+    for s in outcome.get("shapes", ()):
+        if list(s["shape"][:3]) == list(shape[:3]):
+            if s.get("result") == "mismatch":
+                first = s["first"][0] if s.get("first") else None
+                return (f"{s['mismatched']} wrong" + (f", first ({first[0]}, {first[1]}): {first[3]:g} for {first[4]:g}"
+                                                       if first else ""))
+            if "mean_us" in s or "us" in s:
+                return f"{s.get('mean_us', s.get('us'))} us"
+    if outcome.get("error"):
+        return outcome["error"][:110]
+    return ""
+
+
+def plan_for(entry: dict, plan: dict) -> tuple:
+    return tuple(plan["shapes"][entry["problem"]])
+
+
+def run_file(entry: dict, plan: dict, sources) -> dict:
+    """One declared file through harness.runner by the plan: a row of the table."""
+    from harness.runner import run_cases
+
+    from .public import PublicFile, sources_dir
+
+    f = PublicFile(entry["repo"], entry["commit"], entry["path"])
+    shape = plan_for(entry, plan)
+    row = {"repo": f.repo, "commit": f.commit, "path": f.path, "problem": entry["problem"], "set": entry["set"],
+           "pairing": entry["pairing"]["strength"], "outcome": entry["outcome"]["class"], "shape": list(shape),
+           "outcome_at_shape": at_shape(entry["outcome"], shape), "earlier": earlier_verdict(entry, shape)}
+    path = f.local(sources_dir(sources))
+    if not path.is_file():
+        row.update(status="absent", verdict="not run: source absent", message=str(path))
+        return score(row)
+    res = run_cases(path, [(shape, plan["mode"], plan["input_seed"])], entry["problem"], schedules=plan["schedules"],
+                    clusters=plan["clusters"], allow_notes=True, b200="b200" in plan["schedules"])[0]
+    row.update(status=res.status, verdict=res.verdict, message=" ".join((res.message or res.construct).split())[:400],
+               where=res.where, race=res.race, notes=sorted({n["rule"] for n in res.notes}),
+               checked=res.checked_elements, unchecked=res.unchecked, clusters=[res.clusters_run, res.clusters_total],
+               runs=[{k: r[k] for k in ("schedule", "status", "seconds")} for r in res.runs],
+               seconds=round(res.seconds, 1))
+    return score(row)
+
+
+def earlier_verdict(entry: dict, shape) -> str:
+    """The verdict an earlier emulator gave at the scored shape (outcomes.json's earlier_verdict), if one did."""
+    verdicts = entry.get("earlier_verdict", {}).get("verdicts", {})
+    m, n, k = shape[:3]
+    return next((v for key, v in verdicts.items() if key.startswith(f"{m}x{n}x{k} leaderboard")), "")
+
+
+def score(row: dict) -> dict:
+    row["predicts"] = PREDICTS.get(row["status"], "none")
+    b200 = b200_side(row["outcome"])
+    row["scored"] = b200 != "none" and row["predicts"] != "none"
+    row["agrees"] = row["scored"] and b200 == row["predicts"]
+    row["same_kind"] = row["agrees"] and row["status"] in SAME_KIND.get(row["outcome"], set())
+    return row
+
+
+def confusion(rows: list[dict]) -> dict:
+    """{(outcome, verdict class): count}, and the agreement over the rows both sides of which say pass or fail."""
+    cells = {}
+    for r in rows:
+        cells[(r["outcome"], r["status"])] = cells.get((r["outcome"], r["status"]), 0) + 1
+    scored = [r for r in rows if r["scored"]]
+    return {"cells": cells, "scored": len(scored), "agree": sum(r["agrees"] for r in scored),
+            "same_kind": sum(r["same_kind"] for r in scored)}
+
+
+# ----------------------------------------------------------------------------- the report
+def merged(rows: list[dict], js: Path = TABLE_JSON) -> list[dict]:
+    """`rows` in place of the same files' rows of the table already written, the others kept, in declared order."""
+    key = lambda r: (r["repo"], r["commit"], r["path"])  # noqa: E731
+    old = json.loads(js.read_text())["rows"] if js.is_file() else []
+    every = {**{key(r): r for r in old}, **{key(r): r for r in rows}}
+    order = [(e["repo"], e["commit"], e["path"]) for e in declared()["files"]]
+    return [every[k] for k in order if k in every]
+
+
+def write(rows: list[dict], js: Path = TABLE_JSON) -> None:
+    doc = declared()
+    js.write_text(json.dumps({"label": "emulated verdicts against measured (B200) outcomes", "plan": doc["plan"],
+                              "rows": rows}, indent=1, ensure_ascii=False) + "\n")
+
+
+VERDICTS = ("match", "race", "mismatch", "hazard", "deadlock", "refused", "launch", "unchecked", "unsupported",
+            "cannot-run", "absent")
+OUTCOMES = ("passed", "mismatch", "illegal-memory-access", "crash-after-kernel", "host-error", "timeout", "none")
+
+
+def section_lines(js: Path = TABLE_JSON) -> list[str]:
+    """The markdown section docs/public_files.md ends with: the confusion table and a row per declared file run."""
+    if not js.is_file():
+        return []
+    data = json.loads(js.read_text())
+    rows, plan = data["rows"], data["plan"]
+    shapes = ", ".join(f"{p} {'x'.join(map(str, s[:3]))}" for p, s in plan["shapes"].items())
+    lines = [SECTION, "",
+             f"The B200 outcome each file's author published (calibration/outcomes.json, declared before these runs, "
+             f"with its source quoted and how the output was paired with the file) against the emulated verdict "
+             f"`python -m calibration.outcomes table` gives it: {shapes}, the leaderboard's generator, "
+             f"{plan['clusters']} cluster of each launch, schedules {' then '.join(plan['schedules'])} (b200: the "
+             f"launch on the timed emulator's machine, design.md 'Verdict and schedules'). A verdict predicts a "
+             f"pass (MATCH, with notes or a RACE the B200's timing hides), a failure (MISMATCH, HAZARD, DEADLOCK, "
+             f"REFUSED, LAUNCH REFUSED) or nothing (UNSUPPORTED, CANNOT RUN, UNCHECKED: the emulator's limits). "
+             f"Outcomes: measured (B200); verdicts: emulated.", ""]
+    for title, subset in (("every declared file run", rows),
+                          ("pairs of strong or moderate evidence", [r for r in rows if r["pairing"] != "weak"]),
+                          ("jIab-b/nvfp4_gemm only", [r for r in rows if r["repo"] == "jIab-b/nvfp4_gemm"])):
+        c = confusion(subset)
+        rate = f"{c['agree']}/{c['scored']} ({100 * c['agree'] / c['scored']:.0f}%)" if c["scored"] else "-"
+        lines.append(f"- {title} ({len(subset)} files): pass/fail agreement {rate}; the failure named as the B200 "
+                     f"reported it (same kind) {c['same_kind']}/{c['scored']}.")
+    c = confusion(rows)
+    used = [v for v in VERDICTS if any(k[1] == v for k in c["cells"])]
+    lines += ["", "| B200 outcome \\ emulated | " + " | ".join(v.upper() for v in used) + " | files |",
+              "|---|" + "---|" * (len(used) + 1)]
+    for o in OUTCOMES:
+        counts = [c["cells"].get((o, v), 0) for v in used]
+        if any(counts):
+            lines.append(f"| {o} | " + " | ".join(str(x) if x else "" for x in counts) + f" | {sum(counts)} |")
+    lines += ["", "| file | set | pairing | B200 outcome | at the shape | emulated | agrees | earlier verdict | why |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        name = (f"[{r['repo']}@{r['commit'][:8]} `{r['path']}`](https://github.com/{r['repo']}/blob/{r['commit']}/"
+                f"{r['path']})")
+        agrees = ("yes" + ("" if r["same_kind"] else " (not the same kind)")) if r["agrees"] else (
+            "no" if r["scored"] else "no verdict" if r["predicts"] == "none" else "-")
+        why = r.get("message", "") if r["status"] not in ("match",) else (r.get("unchecked") or "")
+        if r["status"] == "race":
+            why = f"{r['race']['status'].upper()} under {r['race']['schedule']}: {r['race']['message']}"
+        why = " ".join(why.split())[:240].replace("|", "/")
+        lines.append(f"| {name} | {r['set']} | {r['pairing']} | {r['outcome']} | {r['outcome_at_shape']} | "
+                     f"{r['verdict']} | {agrees} | {r['earlier'][:90]} | {why} |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("parse",))
+    ap.add_argument("command", choices=("parse", "table"))
     ap.add_argument("output", nargs="?", help="with parse: a runner output file")
+    ap.add_argument("--only", default=None, help="with table: files whose owner/name/path contains this text")
+    ap.add_argument("--sets", default="issue38,added,listed,points", help="with table: declared sets to run")
+    ap.add_argument("--sources", default=None, help="the public sources folder (calibration.public's)")
     args = ap.parse_args(argv)
-    print(json.dumps(parse_runner_output(Path(args.output).read_text()), indent=1))
+    if args.command == "parse":
+        print(json.dumps(parse_runner_output(Path(args.output).read_text()), indent=1))
+        return 0
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from .public import TABLE_JSON as PUBLIC_JSON, merged as public_merged, timed_checks, write_table
+
+    doc = declared()
+    sets = set(args.sets.split(","))
+    done = []
+    for entry in doc["files"]:
+        if entry["set"] not in sets or (args.only and args.only not in f"{entry['repo']}/{entry['path']}"):
+            continue
+        t0 = time.time()
+        row = run_file(entry, doc["plan"], args.sources)
+        done.append(row)
+        print(f"{entry['repo']}@{entry['commit'][:8]} {entry['path']} ({entry['set']}): B200 {row['outcome']}, "
+              f"emulated {row['verdict']} -> {'agrees' if row['agrees'] else 'no verdict' if not row['scored'] else 'DISAGREES'}"
+              f" ({time.time() - t0:.0f} s)", flush=True)
+        write(merged(done))
+    rows = merged(done)
+    write(rows)
+    old = json.loads(PUBLIC_JSON.read_text())["rows"] if PUBLIC_JSON.is_file() else []
+    write_table(public_merged(old), timed=timed_checks([REPO / "docs" / "timing_calibration.json"]))
+    c = confusion(rows)
+    print(f"agreement {c['agree']}/{c['scored']}, same kind {c['same_kind']}/{c['scored']} over {len(rows)} files; "
+          f"wrote {TABLE_JSON.relative_to(REPO)} and docs/public_files.md")
     return 0
 
 

@@ -39,6 +39,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outcomes
+
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
 BREADTH = Path(__file__).with_name("public_files.json")  # public files that are not points (the table runs them)
@@ -153,7 +155,8 @@ def task_shapes(problem: str) -> tuple[tuple, list]:
 
 def public_files() -> list[dict]:
     """Every public file once: {file: PublicFile, problem, points: ids measured on it, published: ...}, the points'
-    files first (in the points' order), then public_files.json's."""
+    files first (in the points' order), then public_files.json's, then the files calibration/outcomes.json declares
+    besides them (a B200 outcome and no published time)."""
     out = {}
     for point in all_points():
         f = file_of(point)
@@ -163,6 +166,9 @@ def public_files() -> list[dict]:
         f = PublicFile(b["repo"], b["commit"], b["path"])
         out.setdefault(f, {"file": f, "problem": b["problem"], "points": [], "author": b["repo"].split("/")[0],
                            "published": b["published"]})
+    for e in outcomes.declared()["files"]:
+        f = PublicFile(e["repo"], e["commit"], e["path"])
+        out.setdefault(f, {"file": f, "problem": e["problem"], "points": [], "author": e["repo"].split("/")[0]})
     return list(out.values())
 
 
@@ -252,12 +258,18 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
              "needed (harness/bridges.py says why each exists; `dsl-export`, `load-inline` and `torch-as-cuda` are "
              "how every file of its kind runs); `notes`: ISA rules the file breaks that a B200-run kernel breaks too "
              "(harness/runner.py's verdict allows them for code that is not this package's).", "",
-             "| file | problem | points | small shape | benchmark shapes | bridges | notes | why not |",
-             "|---|---|---|---|---|---|---|---|"]
+             "`B200 outcome`: what the file's author published of its run on GPU MODE's B200 runner "
+             "(calibration/outcomes.json: the runner's words quoted, the output's pairing with the file; measured), "
+             "scored against the emulator's verdicts in the last section.", "",
+             "| file | problem | points | B200 outcome | small shape | benchmark shapes | bridges | notes | why not |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    published = {(e["repo"], e["commit"], e["path"]): e for e in outcomes.declared()["files"]}
     for r in rows:
         name = f"[{r['repo']}@{r['commit'][:8]} `{r['path']}`](https://github.com/{r['repo']}/blob/{r['commit']}/{r['path']})"
+        e = published.get((r["repo"], r["commit"], r["path"]))
+        outcome = (f"{e['outcome']['class']} ({e['pairing']['strength'].split(' ')[0]} pairing)" if e else "-")
         if "absent" in r:
-            lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | not run: source absent | | | | |")
+            lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {outcome} | not run: source absent | | | | |")
             continue
         small = [x for x in r["runs"] if x["clusters"] == "all"]
         bench = [x for x in r["runs"] if x["clusters"] != "all"]
@@ -270,9 +282,10 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
         notes = sorted({n for x in r["runs"] for n in x["notes"]})
         why = "; ".join(sorted({(x["construct"] or x["message"])[:160] + (f" ({x['where']})" if x["where"] else "")
                                 for x in r["runs"] if x["status"] not in ("match",)}))
-        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {verdict(small)} | {bench_verdict} | "
+        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {outcome} | {verdict(small)} | {bench_verdict} | "
                      f"{', '.join(bridges)} | {', '.join(notes)} | {why} |")
-    md.write_text("\n".join(lines) + "\n")
+    section = outcomes.section_lines()
+    md.write_text("\n".join(lines + ([""] + section if section else [])) + "\n")
 
 
 # ----------------------------------------------------------------------------- the sources folder
