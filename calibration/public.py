@@ -243,8 +243,9 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
     """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why. timed: timed_checks(), the
     benchmark-shape verdicts of the points' files."""
     timed = timed or {}
-    for r in rows:
-        r["timed_checks"] = {p: list(timed[p]) for p in r["points"] if p in timed}
+    for r in rows:  # a report not given keeps the checks the table last took from it
+        old = r.get("timed_checks", {})
+        r["timed_checks"] = {p: list(timed[p]) if p in timed else old[p] for p in r["points"] if p in timed or p in old}
     js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
     lines = ["# Public leaderboard files in the emulator", "",
              "Every public file the package knows (the calibration points' files and calibration/public_files.json's), "
