@@ -16,7 +16,7 @@ from .device import tensor_memory_oversubscribed
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
-from .ptx import Vec
+from .ptx import Addr, Vec
 from .simt import lane_addresses, to_bits, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
@@ -610,7 +610,8 @@ def _tc_mma(ex, w, ins, mask):
     if len(ins.operands) != 7:
         raise unsupported(ins, "disable-output-lane / extra operands")
     d = lane_addresses(ex, w, d_op, 32)
-    a = to_bits(w.read(a_op, "b64", ex), "b64")
+    a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
+    a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else to_bits(w.read(a_op, "b64", ex), "b64")
     b = to_bits(w.read(b_op, "b64", ex), "b64")
     idesc = to_bits(w.read(i_op, "b32", ex), "b32")
     sfa = lane_addresses(ex, w, sfa_op, 32)
@@ -620,29 +621,31 @@ def _tc_mma(ex, w, ins, mask):
     ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
-        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3])
+        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3], args[1] if a_in_tmem else None)
         ordering.mma_overwrites(ex, w, ins, footprint)
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
                                      kind="mxf4nvf4", block=block, collector=collector,
-                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT))
+                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT), a_in_tmem=a_in_tmem)
             ex.stats["mma"] += 1
             if collector in ("use", "lastuse"):
                 ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1
 
-        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line, _mma_cost(group, args, collector)))
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line,
+                                         _mma_cost(group, args, collector, a_in_tmem)))
     return None
 
 
-def _mma_cost(group, args, collector) -> Cost:
-    """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector)
+def _mma_cost(group, args, collector, a_in_tmem: bool = False) -> Cost:
+    """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector or
+    from tensor memory)
     and N/len(group) rows of B (cta_group::2 splits B between the pair), FP4: K/2 bytes a row (module docstring of
     emu.tcgen05, Q1-Q6)."""
     d = tcgen05.decode_instr_descriptor(args[3], "mxf4nvf4")
     rows_a, rows_b = d.m // len(group), d.n // len(group)
-    a_bytes = 0 if collector in ("use", "lastuse") else rows_a * d.k // 2
+    a_bytes = 0 if collector in ("use", "lastuse") or a_in_tmem else rows_a * d.k // 2
     return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * d.k // 2, dests=group)
 
 

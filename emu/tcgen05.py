@@ -383,7 +383,7 @@ A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
                      sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16,
-                     collector: str = "discard", note=None) -> None:
+                     collector: str = "discard", note=None, a_in_tmem: bool = False) -> None:
     """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
     D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
 
@@ -398,6 +398,8 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     orders of magnitude), so comparisons against hardware need a tolerance.
 
     collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+    a_in_tmem: the form with A in tensor memory ([a-tmem] for a-desc, PTX ISA 9.7.16.10.9.1): a_desc is then its
+    address and A is read by tmem_a_operand.
     note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
     None: a Hazard.
 
@@ -427,7 +429,9 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
             raise Hazard(f"cta_group::2 N = {d.n}: must be a multiple of 16 in [16, 256]")
     K = d.k
     n_per_cta = d.n // ncta
-    a_sd = decode_smem_descriptor(a_desc)
+    if a_in_tmem and collector != "discard":
+        raise Unsupported(f"tcgen05.mma with A in tensor memory and .collector::a::{collector}")
+    a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
     d_lane, d_col = split_taddr(d_taddr)
@@ -458,6 +462,8 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
             if a_codes.shape != (128, K):
                 raise Hazard(f"tcgen05.mma .collector::a::{collector}: the collector holds a {a_codes.shape} A, "
                              f"this MMA needs (128, {K})")
+        elif a_in_tmem:
+            a_codes = tmem_a_operand(cta, a_desc, K)
         else:
             a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
         collected.append(a_codes if collector in ("fill", "use") else None)
@@ -486,6 +492,23 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     for cta, bits, keep in zip(group, results, collected):  # write after all reads (a 2-CTA MMA is one instruction)
         cta.tmem[:, d_col:d_col + d.n] = bits
         cta.a_collector = keep
+
+
+def tmem_a_operand(cta: Cta, taddr: int, k_elems: int) -> np.ndarray:
+    """[128, k_elems] FP4 codes of an A operand in tensor memory (PTX ISA 9.7.16.10.9.1, the [a-tmem] form): row i of
+    this CTA's 128 rows at lane i, its K / 2 bytes along the columns from taddr's, four a column, low byte first, two
+    FP4 a byte, low nibble first: the layout tcgen05.cp.128x256b writes a 32-byte shared-memory row in (tmem_copy),
+    the copy the public kernel using this form (jIab-b's s_cp.py) fills A with."""
+    lane, col = split_taddr(taddr)
+    if lane != 0:
+        raise Hazard(f"tcgen05.mma A address {taddr:#x}: lane field must be 0 (the 128 rows of A fill lanes 0..127)")
+    ncols = k_elems // 8  # 4 bits an element, 32 bits a column
+    _check_allocated(cta, col, ncols, "tcgen05.mma A")
+    words = cta.tmem[:, col:col + ncols]
+    if np.any(words == POISON_WORD):
+        raise Hazard(f"tcgen05.mma A: reads tensor memory columns [{col}, {col + ncols}) of CTA {cta.ctaid} that hold "
+                     f"no data")
+    return unpack_fp4(np.ascontiguousarray(words).view(np.uint8).reshape(128, ncols * 4))
 
 
 def _smem(cta: Cta, addr: int, nbytes: int) -> np.ndarray:

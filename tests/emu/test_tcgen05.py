@@ -674,3 +674,21 @@ def test_cp_forms_decode_and_decompression_is_named():
                                            "    tcgen05.cp.cta_group::2.64x128b.warpx2::01_23 [%r1], %rd1;\n    ret;")))
     with pytest.raises(Unsupported, match="decompression b4x16_p64, b8x16"):
         decode_kernel(parse_module(kernel_text("    tcgen05.cp.cta_group::1.128x128b.b8x16.b4x16_p64 [%r1], %rd1;\n")))
+
+
+def test_a_in_tensor_memory_is_the_shared_operand_cp_128x256b_copied():
+    """tcgen05.mma's [a-tmem] form (PTX ISA 9.7.16.10.9.1): A read from tensor memory after tcgen05.cp.128x256b
+    copied it there (jIab-b's s_cp.py) is, element for element, the A the shared-memory form reads through the same
+    canonical layout; unwritten columns are a Hazard."""
+    cta = Cta((0, 0, 0), 0, None, np.zeros(65536, np.uint8))
+    col = tmem_alloc([cta], 32)
+    desc = 0x400000000000 | (1024 >> 4) << 32 | (128 >> 4) << 16  # no swizzle, SBO 1024, LBO 128
+    rng = np.random.default_rng(3)
+    sd = tcgen05.decode_smem_descriptor(desc_at(desc, 0x2000))
+    addrs = tcgen05.operand_byte_addresses(sd, 128, 32)
+    cta.smem[addrs] = rng.integers(0, 256, addrs.shape, dtype=np.uint8)
+    with pytest.raises(Hazard, match="hold no data"):
+        tcgen05.tmem_a_operand(cta, col, 64)
+    tcgen05.tmem_copy([cta], col, desc_at(desc, 0x2000), "128x256b", None)
+    from_smem = tcgen05.read_operand(lambda a, n: cta.smem[a:a + n], sd, 128, 64, 4)
+    assert (tcgen05.tmem_a_operand(cta, col, 64) == from_smem).all()
