@@ -5,14 +5,13 @@ none), read from GPU MODE's runner output committed beside the kernel and declar
 before the verdicts scored against it were run.
 
     python -m calibration.outcomes parse OUTPUT.txt          # the outcome a runner output states, as JSON
-    python -m calibration.outcomes table [--only TEXT] [--sets issue38,added,listed,points] [--sources DIR]
 
-`table` runs every declared file (or those whose owner/name/path contains TEXT, of the sets named) through
-harness.runner as the declaration's plan says (the shape per problem, the leaderboard's generator, one cluster of each
-launch, the B200-timing schedule b200 then the seeded uniform:0; design.md "Verdict and schedules"), scores each
-verdict against the file's outcome and writes docs/public_outcomes.json and the section "B200 outcomes against
-emulated verdicts" of docs/public_files.md (calibration.public keeps it there when it rewrites the file). A re-run of
-some files keeps the other rows. Every verdict is emulated; every outcome measured (B200, as its source says).
+The verdicts are run and scored by `python -m calibration.public outcomes` (calibration/public.py): every declared
+file through harness.runner as the declaration's plan says (the shape per problem, the leaderboard's generator, one
+cluster of each launch, the B200-timing schedule b200 then the seeded uniform:0; design.md "Verdict and schedules"),
+each verdict scored here (score, confusion) against the file's outcome, the rows in docs/public_outcomes.json and the
+section "B200 outcomes against emulated verdicts" of docs/public_files.md (section_lines). Every verdict is emulated;
+every outcome measured (B200, as its source says).
 
 The runner's words (gpu-mode/discord-cluster-manager's report, as committed in jIab-b/nvfp4_gemm): a header line
 "✅ Benchmarking successful", "❌ Benchmarking failed" or "❌ Running benchmarks failed (internal error N)"; per
@@ -26,7 +25,6 @@ import argparse
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 DECLARED = Path(__file__).with_name("outcomes.json")
@@ -138,35 +136,6 @@ def at_shape(outcome: dict, shape) -> str:
     return ""
 
 
-def plan_for(entry: dict, plan: dict) -> tuple:
-    return tuple(plan["shapes"][entry["problem"]])
-
-
-def run_file(entry: dict, plan: dict, sources) -> dict:
-    """One declared file through harness.runner by the plan: a row of the table."""
-    from harness.runner import run_cases
-
-    from .public import PublicFile, sources_dir
-
-    f = PublicFile(entry["repo"], entry["commit"], entry["path"])
-    shape = plan_for(entry, plan)
-    row = {"repo": f.repo, "commit": f.commit, "path": f.path, "problem": entry["problem"], "set": entry["set"],
-           "pairing": entry["pairing"]["strength"], "outcome": entry["outcome"]["class"], "shape": list(shape),
-           "outcome_at_shape": at_shape(entry["outcome"], shape), "earlier": earlier_verdict(entry, shape)}
-    path = f.local(sources_dir(sources))
-    if not path.is_file():
-        row.update(status="absent", verdict="not run: source absent", message=str(path))
-        return score(row)
-    res = run_cases(path, [(shape, plan["mode"], plan["input_seed"])], entry["problem"], schedules=plan["schedules"],
-                    clusters=plan["clusters"], allow_notes=True, b200="b200" in plan["schedules"])[0]
-    row.update(status=res.status, verdict=res.verdict, message=" ".join((res.message or res.construct).split())[:400],
-               where=res.where, race=res.race, notes=sorted({n["rule"] for n in res.notes}),
-               checked=res.checked_elements, unchecked=res.unchecked, clusters=[res.clusters_run, res.clusters_total],
-               runs=[{k: r[k] for k in ("schedule", "status", "seconds")} for r in res.runs],
-               seconds=round(res.seconds, 1))
-    return score(row)
-
-
 def earlier_verdict(entry: dict, shape) -> str:
     """The verdict an earlier emulator gave at the scored shape (outcomes.json's earlier_verdict), if one did."""
     verdicts = entry.get("earlier_verdict", {}).get("verdicts", {})
@@ -263,39 +232,10 @@ def section_lines(js: Path = TABLE_JSON) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("parse", "table"))
-    ap.add_argument("output", nargs="?", help="with parse: a runner output file")
-    ap.add_argument("--only", default=None, help="with table: files whose owner/name/path contains this text")
-    ap.add_argument("--sets", default="issue38,added,listed,points", help="with table: declared sets to run")
-    ap.add_argument("--sources", default=None, help="the public sources folder (calibration.public's)")
+    ap.add_argument("command", choices=("parse",))
+    ap.add_argument("output", help="a runner output file")
     args = ap.parse_args(argv)
-    if args.command == "parse":
-        print(json.dumps(parse_runner_output(Path(args.output).read_text()), indent=1))
-        return 0
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from .public import TABLE_JSON as PUBLIC_JSON, merged as public_merged, timed_checks, write_table
-
-    doc = declared()
-    sets = set(args.sets.split(","))
-    done = []
-    for entry in doc["files"]:
-        if entry["set"] not in sets or (args.only and args.only not in f"{entry['repo']}/{entry['path']}"):
-            continue
-        t0 = time.time()
-        row = run_file(entry, doc["plan"], args.sources)
-        done.append(row)
-        print(f"{entry['repo']}@{entry['commit'][:8]} {entry['path']} ({entry['set']}): B200 {row['outcome']}, "
-              f"emulated {row['verdict']} -> {'agrees' if row['agrees'] else 'no verdict' if not row['scored'] else 'DISAGREES'}"
-              f" ({time.time() - t0:.0f} s)", flush=True)
-        write(merged(done))
-    rows = merged(done)
-    write(rows)
-    old = json.loads(PUBLIC_JSON.read_text())["rows"] if PUBLIC_JSON.is_file() else []
-    write_table(public_merged(old), timed=timed_checks([REPO / "docs" / "timing_calibration.json"]))
-    c = confusion(rows)
-    print(f"agreement {c['agree']}/{c['scored']}, same kind {c['same_kind']}/{c['scored']} over {len(rows)} files; "
-          f"wrote {TABLE_JSON.relative_to(REPO)} and docs/public_files.md")
+    print(json.dumps(parse_runner_output(Path(args.output).read_text()), indent=1))
     return 0
 
 

@@ -22,6 +22,12 @@ walks several tiles and the shared-memory ring and accumulator stages wrap.
 Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard, launch refused or unsupported
 instruction (with the report). Every result is "emulated": it says what the PTX computes under the PTX ISA's
 semantics as the emulator implements them, nothing about B200 timing.
+A file that is not this package's kernel runs through harness/runner.py (its own host code and launches): first
+under the B200-timing schedule `b200` (the launch on the timed emulator's machine; --no-b200 skips it), then the
+seeded ones. Its verdicts add RACE (matched under b200, a seeded schedule reached a failure: the race named with
+that schedule; passes with --allow-notes, as notes do), REFUSED (the CUDA driver refused the host code's arguments,
+exit 2) and UNCHECKED (with --clusters N, no checked element whose inputs were all emulated; exit 3); design.md
+"Verdict and schedules", "Any submission".
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
 programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
