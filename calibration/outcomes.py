@@ -117,6 +117,11 @@ SAME_KIND = {"passed": {"match", "race"}, "mismatch": {"mismatch", "hazard"}, "i
              "timeout": {"deadlock"}}
 
 
+# An earlier verdict's words (outcomes.json earlier_verdict) -> the status it stands for
+EARLIER = {"MATCH": "match", "MISMATCH": "mismatch", "HAZARD": "hazard", "DEADLOCK": "deadlock",
+           "UNSUPPORTED": "unsupported", "CANNOT RUN": "cannot-run"}
+
+
 def b200_side(outcome_class: str) -> str:
     return {"passed": "pass", "none": "none"}.get(outcome_class, "fail")
 
@@ -193,19 +198,27 @@ def section_lines(js: Path = TABLE_JSON) -> list[str]:
     lines = [SECTION, "",
              f"The B200 outcome each file's author published (calibration/outcomes.json, declared before these runs, "
              f"with its source quoted and how the output was paired with the file) against the emulated verdict "
-             f"`python -m calibration.outcomes table` gives it: {shapes}, the leaderboard's generator, "
+             f"`python -m calibration.public outcomes` gives it: {shapes}, the leaderboard's generator, "
              f"{plan['clusters']} cluster of each launch, schedules {' then '.join(plan['schedules'])} (b200: the "
              f"launch on the timed emulator's machine, design.md 'Verdict and schedules'). A verdict predicts a "
              f"pass (MATCH, with notes or a RACE the B200's timing hides), a failure (MISMATCH, HAZARD, DEADLOCK, "
-             f"REFUSED, LAUNCH REFUSED) or nothing (UNSUPPORTED, CANNOT RUN, UNCHECKED: the emulator's limits). "
-             f"Outcomes: measured (B200); verdicts: emulated.", ""]
-    for title, subset in (("every declared file run", rows),
+             f"REFUSED, LAUNCH REFUSED) or nothing (UNSUPPORTED, CANNOT RUN, UNCHECKED: the emulator's limits; "
+             f"ABSENT: the file's source is not on the machine that ran the table). Outcomes: measured (B200); "
+             f"verdicts: emulated.", ""]
+    for title, subset in (("every declared file", rows),
                           ("pairs of strong or moderate evidence", [r for r in rows if r["pairing"] != "weak"]),
                           ("jIab-b/nvfp4_gemm only", [r for r in rows if r["repo"] == "jIab-b/nvfp4_gemm"])):
         c = confusion(subset)
         rate = f"{c['agree']}/{c['scored']} ({100 * c['agree'] / c['scored']:.0f}%)" if c["scored"] else "-"
         lines.append(f"- {title} ({len(subset)} files): pass/fail agreement {rate}; the failure named as the B200 "
                      f"reported it (same kind) {c['same_kind']}/{c['scored']}.")
+    before = [score({**r, "status": EARLIER.get(r["earlier"].split(":")[0].split(" (")[0].split(" with")[0], "none")})
+              for r in rows if r["earlier"]]
+    c = confusion(before)
+    if c["scored"]:
+        lines.append(f"- the same files' earlier verdicts (the emulator before issue 38, at the same shape: the issue's "
+                     f"table and docs/public_files.json of 2222f4d; {len(before)} files): pass/fail agreement "
+                     f"{c['agree']}/{c['scored']} ({100 * c['agree'] / c['scored']:.0f}%).")
     c = confusion(rows)
     used = [v for v in VERDICTS if any(k[1] == v for k in c["cells"])]
     lines += ["", "| B200 outcome \\ emulated | " + " | ".join(v.upper() for v in used) + " | files |",
