@@ -253,8 +253,13 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
     timed: timed_checks(), the benchmark-shape verdicts of the points' files; section: lines the file ends with
     (outcomes.section_lines(): the verdicts scored against the outcomes)."""
     timed = timed or {}
-    for r in rows:  # a report not given keeps the checks the table last took from it
-        old = r.get("timed_checks", {})
+    published = {(e["repo"], e["commit"], e["path"]): e for e in outcomes.declared()["files"]}
+    for r in rows:
+        e = published.get((r["repo"], r["commit"], r["path"]))
+        if e:
+            r["b200_outcome"] = {"class": e["outcome"]["class"], "pairing": e["pairing"]["strength"],
+                                 "source": "calibration/outcomes.json"}
+        old = r.get("timed_checks", {})  # a report not given keeps the checks the table last took from it
         r["timed_checks"] = {p: list(timed[p]) if p in timed else old[p] for p in r["points"] if p in timed or p in old}
     js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
     lines = ["# Public leaderboard files in the emulator", "",
@@ -274,7 +279,6 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
              "scored against the emulator's verdicts in the last section.", "",
              "| file | problem | points | B200 outcome | small shape | benchmark shapes | bridges | notes | why not |",
              "|---|---|---|---|---|---|---|---|---|"]
-    published = {(e["repo"], e["commit"], e["path"]): e for e in outcomes.declared()["files"]}
     for r in rows:
         name = f"[{r['repo']}@{r['commit'][:8]} `{r['path']}`](https://github.com/{r['repo']}/blob/{r['commit']}/{r['path']})"
         e = published.get((r["repo"], r["commit"], r["path"]))
