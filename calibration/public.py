@@ -263,7 +263,8 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
         r["timed_checks"] = {p: list(timed[p]) if p in timed else old[p] for p in r["points"] if p in timed or p in old}
     js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
     lines = ["# Public leaderboard files in the emulator", "",
-             "Every public file the package knows (the calibration points' files and calibration/public_files.json's), "
+             "Every public file the package knows (the calibration points' files, calibration/public_files.json's and "
+             "calibration/outcomes.json's), "
              "run unmodified through harness/runner.py by `python -m calibration.public table`: at its problem's "
              "smallest test shape (every cluster, both input generators) and, for the files that are not calibration "
              "points, at each benchmark shape (clusters of each launch as the table's command says, the leaderboard's "
