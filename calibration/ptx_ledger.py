@@ -36,9 +36,15 @@ WATCHED = ("tcgen05.", "cp.async", "mbarrier.", "barrier.cluster", "fence.", "gr
            "elect.", "setmaxnreg", "prefetch.", "multimem.", "red.", "atom.", "ld.shared::cluster", "st.shared::cluster")
 
 
-def passed_on_a_b200(entry: dict) -> str:
-    """Why a public file counts as run on a B200 and passed ('' if it does not): published times (its points', or a
-    runner output's mean), or an outcome of 'passed' recorded for it."""
+def passed_on_a_b200(entry: dict, outcome: dict | None = None) -> str:
+    """Why a public file counts as run on a B200 and passed ('' if it does not): the B200 outcome calibration/outcomes.json
+    declares for it (`outcome`: passed, with its pairing's strength; any failure excludes it), else published times (its
+    points', or a runner output's mean)."""
+    if outcome is not None:
+        if outcome["outcome"]["class"] != "passed":
+            return ""
+        return (f"B200 outcome passed ({outcome['source'].get('output', 'published times')}, "
+                f"{outcome['pairing']['strength']} pairing: calibration/outcomes.json)")
     if entry.get("points"):
         return f"B200 times published (points {', '.join(entry['points'][:3])}{'...' if len(entry['points']) > 3 else ''})"
     published = entry.get("published") or {}
@@ -49,14 +55,18 @@ def passed_on_a_b200(entry: dict) -> str:
 
 def collect(sources=None, only: str | None = None, progress=print) -> dict:
     """The instruction forms of every public file that passed on a B200 (and NVIDIA's example), by file."""
+    from calibration import outcomes
     from calibration.public import public_files, sources_dir, task_shapes
     from harness.runner import run_cases
 
     data = json.loads(FORMS_JSON.read_text()) if FORMS_JSON.exists() else {"files": {}}
+    declared = {(e["repo"], e["commit"], e["path"]): e for e in outcomes.declared()["files"]}
     for entry in public_files():
         f = entry["file"]
         key = f"{f.repo}@{f.commit[:8]} {f.path}"
-        why = passed_on_a_b200(entry)
+        why = passed_on_a_b200(entry, declared.get((f.repo, f.commit, f.path)))
+        if not why:
+            data["files"].pop(key, None)
         if not why or (only and only not in key):
             continue
         path = f.local(sources_dir(sources))

@@ -19,14 +19,21 @@ them. Tests and tools skip a point whose file is absent, with that reason.
                                      [--modes leaderboard,strict] [--schedules N] [--timing]
     python -m calibration.public table [--clusters N] [--benchmarks breadth|all|none] [--reports R.json ...]
                                        [--only TEXT]
+    python -m calibration.public outcomes [--only TEXT] [--sets issue38,added,listed,points]
 Without --shape a point runs at its benchmark shape (with --timing: the timed emulator, as calibration/timing.py
 times it); with --shape every selected point's file runs at that shape (functional verdict). One line per run.
-`table` runs every public file (the points' and calibration/public_files.json's) at its problem's smallest test shape
-(every cluster, both input generators) and, for the files that are not points (--benchmarks breadth, the default; all:
-every file), at each benchmark shape (--clusters N of each launch, the leaderboard's generator), functional verdicts
-only, and writes docs/public_files.md: which run unmodified, which need a named bridge, which fail and why. A point's
+`table` runs every public file (the points', calibration/public_files.json's and calibration/outcomes.json's) at its
+problem's smallest test shape (every cluster, both input generators) and, for the files that are not points
+(--benchmarks breadth, the default; all: every file), at each benchmark shape (--clusters N of each launch, the
+leaderboard's generator), functional verdicts only, and writes docs/public_files.md: which run unmodified, which need
+a named bridge, which fail and why, and each file's published B200 outcome (calibration/outcomes.py scores the
+verdicts against them in the file's last section, which the table keeps). A point's
 file is run at its benchmark shapes by the timed calibration, which checks C on the clusters it simulates: the table
 takes those verdicts from the reports named (--reports, default docs/timing_calibration.json), each labelled so.
+`outcomes` runs every file calibration/outcomes.json declares (those of the sets named, whose owner/name/path contains
+TEXT) by the declaration's plan and scores each verdict against the file's published B200 outcome
+(calibration/outcomes.py): docs/public_outcomes.json and the last section of docs/public_files.md; a re-run of some
+files keeps the other rows.
 """
 from __future__ import annotations
 
@@ -36,8 +43,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import outcomes
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = Path(__file__).with_name("b200_points.json")
@@ -153,7 +163,8 @@ def task_shapes(problem: str) -> tuple[tuple, list]:
 
 def public_files() -> list[dict]:
     """Every public file once: {file: PublicFile, problem, points: ids measured on it, published: ...}, the points'
-    files first (in the points' order), then public_files.json's."""
+    files first (in the points' order), then public_files.json's, then the files calibration/outcomes.json declares
+    besides them (a B200 outcome and no published time)."""
     out = {}
     for point in all_points():
         f = file_of(point)
@@ -163,6 +174,9 @@ def public_files() -> list[dict]:
         f = PublicFile(b["repo"], b["commit"], b["path"])
         out.setdefault(f, {"file": f, "problem": b["problem"], "points": [], "author": b["repo"].split("/")[0],
                            "published": b["published"]})
+    for e in outcomes.declared()["files"]:
+        f = PublicFile(e["repo"], e["commit"], e["path"])
+        out.setdefault(f, {"file": f, "problem": e["problem"], "points": [], "author": e["repo"].split("/")[0]})
     return list(out.values())
 
 
@@ -233,15 +247,24 @@ def timed_checks(reports) -> dict:
     return out
 
 
-def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, timed: dict | None = None) -> None:
-    """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why. timed: timed_checks(), the
-    benchmark-shape verdicts of the points' files."""
+def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, timed: dict | None = None,
+                section: list | None = None) -> None:
+    """docs/public_files.md (and .json): per file, unmodified / bridges / fails and why, its published B200 outcome.
+    timed: timed_checks(), the benchmark-shape verdicts of the points' files; section: lines the file ends with
+    (outcomes.section_lines(): the verdicts scored against the outcomes)."""
     timed = timed or {}
+    published = {(e["repo"], e["commit"], e["path"]): e for e in outcomes.declared()["files"]}
     for r in rows:
-        r["timed_checks"] = {p: list(timed[p]) for p in r["points"] if p in timed}
+        e = published.get((r["repo"], r["commit"], r["path"]))
+        if e:
+            r["b200_outcome"] = {"class": e["outcome"]["class"], "pairing": e["pairing"]["strength"],
+                                 "source": "calibration/outcomes.json"}
+        old = r.get("timed_checks", {})  # a report not given keeps the checks the table last took from it
+        r["timed_checks"] = {p: list(timed[p]) if p in timed else old[p] for p in r["points"] if p in timed or p in old}
     js.write_text(json.dumps({"label": "emulated", "rows": rows}, indent=1) + "\n")
     lines = ["# Public leaderboard files in the emulator", "",
-             "Every public file the package knows (the calibration points' files and calibration/public_files.json's), "
+             "Every public file the package knows (the calibration points' files, calibration/public_files.json's and "
+             "calibration/outcomes.json's), "
              "run unmodified through harness/runner.py by `python -m calibration.public table`: at its problem's "
              "smallest test shape (every cluster, both input generators) and, for the files that are not calibration "
              "points, at each benchmark shape (clusters of each launch as the table's command says, the leaderboard's "
@@ -252,12 +275,17 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
              "needed (harness/bridges.py says why each exists; `dsl-export`, `load-inline` and `torch-as-cuda` are "
              "how every file of its kind runs); `notes`: ISA rules the file breaks that a B200-run kernel breaks too "
              "(harness/runner.py's verdict allows them for code that is not this package's).", "",
-             "| file | problem | points | small shape | benchmark shapes | bridges | notes | why not |",
-             "|---|---|---|---|---|---|---|---|"]
+             "`B200 outcome`: what the file's author published of its run on GPU MODE's B200 runner "
+             "(calibration/outcomes.json: the runner's words quoted, the output's pairing with the file; measured), "
+             "scored against the emulator's verdicts in the last section.", "",
+             "| file | problem | points | B200 outcome | small shape | benchmark shapes | bridges | notes | why not |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         name = f"[{r['repo']}@{r['commit'][:8]} `{r['path']}`](https://github.com/{r['repo']}/blob/{r['commit']}/{r['path']})"
+        e = published.get((r["repo"], r["commit"], r["path"]))
+        outcome = (f"{e['outcome']['class']} ({e['pairing']['strength'].split(' ')[0]} pairing)" if e else "-")
         if "absent" in r:
-            lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | not run: source absent | | | | |")
+            lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {outcome} | not run: source absent | | | | |")
             continue
         small = [x for x in r["runs"] if x["clusters"] == "all"]
         bench = [x for x in r["runs"] if x["clusters"] != "all"]
@@ -270,9 +298,58 @@ def write_table(rows: list[dict], md: Path = TABLE_MD, js: Path = TABLE_JSON, ti
         notes = sorted({n for x in r["runs"] for n in x["notes"]})
         why = "; ".join(sorted({(x["construct"] or x["message"])[:160] + (f" ({x['where']})" if x["where"] else "")
                                 for x in r["runs"] if x["status"] not in ("match",)}))
-        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {verdict(small)} | {bench_verdict} | "
+        lines.append(f"| {name} | {r['problem']} | {len(r['points'])} | {outcome} | {verdict(small)} | {bench_verdict} | "
                      f"{', '.join(bridges)} | {', '.join(notes)} | {why} |")
-    md.write_text("\n".join(lines) + "\n")
+    md.write_text("\n".join(lines + ([""] + section if section else [])) + "\n")
+
+
+# ----------------------------------------------------------------------------- verdicts against B200 outcomes
+def run_outcome(entry: dict, plan: dict, sources=None) -> dict:
+    """One file calibration/outcomes.json declares, through harness.runner by the declaration's plan: its row of the
+    outcomes table, scored (outcomes.score)."""
+    from harness.runner import run_cases
+
+    f = PublicFile(entry["repo"], entry["commit"], entry["path"])
+    shape = tuple(plan["shapes"][entry["problem"]])
+    row = {"repo": f.repo, "commit": f.commit, "path": f.path, "problem": entry["problem"], "set": entry["set"],
+           "pairing": entry["pairing"]["strength"], "outcome": entry["outcome"]["class"], "shape": list(shape),
+           "outcome_at_shape": outcomes.at_shape(entry["outcome"], shape),
+           "earlier": outcomes.earlier_verdict(entry, shape)}
+    path = f.local(sources_dir(sources))
+    if not path.is_file():
+        row.update(status="absent", verdict="not run: source absent", message=str(path))
+        return outcomes.score(row)
+    res = run_cases(path, [(shape, plan["mode"], plan["input_seed"])], entry["problem"], schedules=plan["schedules"],
+                    clusters=plan["clusters"], allow_notes=True, b200="b200" in plan["schedules"])[0]
+    row.update(status=res.status, verdict=res.verdict, message=" ".join((res.message or res.construct).split())[:400],
+               where=res.where, race=res.race, notes=sorted({n["rule"] for n in res.notes}),
+               checked=res.checked_elements, unchecked=res.unchecked, clusters=[res.clusters_run, res.clusters_total],
+               runs=[{k: r[k] for k in ("schedule", "status", "seconds")} for r in res.runs],
+               seconds=round(res.seconds, 1))
+    return outcomes.score(row)
+
+
+def run_outcomes(sources=None, sets=("issue38", "added", "listed", "points"), only=None, progress=print) -> list:
+    """Every declared file of `sets` (whose owner/name/path contains `only`) run and scored; the table re-written after
+    each (docs/public_outcomes.json, docs/public_files.md's last section), the rows of files not run kept."""
+    doc = outcomes.declared()
+    done = []
+    for entry in doc["files"]:
+        if entry["set"] not in sets or (only and only not in f"{entry['repo']}/{entry['path']}"):
+            continue
+        t0 = time.time()
+        row = run_outcome(entry, doc["plan"], sources)
+        done.append(row)
+        said = "agrees" if row["agrees"] else "DISAGREES" if row["scored"] else "no verdict"
+        progress(f"{entry['repo']}@{entry['commit'][:8]} {entry['path']} ({entry['set']}): B200 {row['outcome']}, "
+                 f"emulated {row['verdict']} -> {said} ({time.time() - t0:.0f} s)")
+        outcomes.write(outcomes.merged(done))
+    rows = outcomes.merged(done)
+    outcomes.write(rows)
+    old = json.loads(TABLE_JSON.read_text())["rows"] if TABLE_JSON.is_file() else []
+    write_table(merged(old), timed=timed_checks([REPO / "docs" / "timing_calibration.json"]),
+                section=outcomes.section_lines())
+    return rows
 
 
 # ----------------------------------------------------------------------------- the sources folder
@@ -299,10 +376,13 @@ def fill_from_clone(clone: Path, repo: str, sources: Path) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=("sources", "run", "table"))
+    ap.add_argument("command", choices=("sources", "run", "table", "outcomes"))
+    ap.add_argument("--sets", default="issue38,added,listed,points",
+                    help="with outcomes: the declared sets of calibration/outcomes.json to run")
     ap.add_argument("--clusters", type=int, default=2, help="with table: clusters of each launch at benchmark shapes")
     ap.add_argument("--only", default=None, metavar="TEXT",
-                    help="with table: only the files whose owner/name/path contains TEXT; the table keeps the others' rows")
+                    help="with table / outcomes: only the files whose owner/name/path contains TEXT; the table keeps "
+                         "the others' rows")
     ap.add_argument("--benchmarks", choices=("breadth", "all", "none"), default="breadth",
                     help="with table: which files run at the benchmark shapes (breadth: those that are not points)")
     ap.add_argument("--reports", nargs="*", default=[str(REPO / "docs" / "timing_calibration.json")],
@@ -332,9 +412,15 @@ def main(argv=None) -> int:
     if args.command == "table":
         timed = timed_checks(args.reports)
         rows = table(sources, args.clusters, args.benchmarks, lambda line: print(line, flush=True), args.only,
-                     lambda done: write_table(merged(done), timed=timed))
-        write_table(merged(rows), timed=timed)
+                     lambda done: write_table(merged(done), timed=timed, section=outcomes.section_lines()))
+        write_table(merged(rows), timed=timed, section=outcomes.section_lines())
         print(f"wrote {TABLE_MD.relative_to(REPO)}")
+        return 0
+    if args.command == "outcomes":
+        rows = run_outcomes(sources, set(args.sets.split(",")), args.only, lambda line: print(line, flush=True))
+        c = outcomes.confusion(rows)
+        print(f"agreement {c['agree']}/{c['scored']}, same kind {c['same_kind']}/{c['scored']} over {len(rows)} files; "
+              f"wrote {outcomes.TABLE_JSON.relative_to(REPO)} and {TABLE_MD.relative_to(REPO)}")
         return 0
     shape = tuple(int(x) for x in args.shape.split(",")) + (1,) if args.shape else None
     failed = 0

@@ -236,6 +236,10 @@ class Machine:
         self.notes = {}  # (rule, where) -> emu.state.Note: model violations with a hardware-verified precedent
         self.current = None  # (warp, instruction) executing or the AsyncOp completing: where_now() names it
         self.store_log = []  # (address, nbytes) of every global store, for --clusters subsets
+        self.store_clusters = []  # the cluster id of each store_log entry (log_store)
+        self.atomic_log = []  # (address, nbytes) of the global atomics among them: a sum other clusters add to too
+        self.tainted = {}  # cluster id -> its first read of bytes this run does not know (watch_unknown)
+        self.op_cluster = None  # the cluster of the asynchronous operation completing (self.current)
         self.traffic = {}  # global allocation base -> bytes the async loads asked for (one request, any multicast)
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
@@ -412,6 +416,24 @@ class Machine:
     def prefetch(self, source: int, nbytes: int) -> None:
         """An L2 prefetch of nbytes of the global allocation at `source`: no effect on what any instruction computes."""
 
+    def log_store(self, addr: int, nbytes: int, cluster, atomic: bool = False) -> None:
+        """A global store (or atomic) by a CTA of `cluster`, for the check of the elements the run's clusters wrote."""
+        self.store_log.append((int(addr), int(nbytes)))
+        self.store_clusters.append(cluster.clusterid)
+        if atomic:
+            self.atomic_log.append((int(addr), int(nbytes)))
+
+    def watch_unknown(self, ranges) -> None:
+        """Global bytes ((address, bytes)) whose contents this run does not know: an earlier launch of the call wrote
+        them from clusters that were not emulated. A cluster that reads any of them is tainted (`tainted`): what it
+        computes depends on data the emulator did not produce, so the caller leaves its stores unchecked."""
+        self.gmem.watch(ranges, self._read_unknown)
+
+    def _read_unknown(self, addr: int, nbytes: int) -> None:
+        cur = self.current
+        cid = cur[0].cta.cluster.clusterid if isinstance(cur, tuple) else self.op_cluster
+        self.tainted.setdefault(cid, f"reads {nbytes} bytes at {addr:#x} ({self.where_now(brief=True)})")
+
     def note(self, rule: str, where: str, precedent: str, detail: str = "") -> None:
         """Record a Note (emu.state.Note) once per rule and place: the run goes on."""
         self.notes.setdefault((rule, where), Note(rule, where, precedent, detail))
@@ -432,7 +454,7 @@ class Machine:
             return False
         op = inflight[inflight.nth_completable(int(self.rng.integers(count)), blocked)]
         inflight.remove(op)
-        self.current = op
+        self.current, self.op_cluster = op, cluster.clusterid
         try:
             op.run()
         except EmulatorError as e:

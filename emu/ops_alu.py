@@ -711,3 +711,32 @@ class Div:
                 big = np.abs(y) > np.float32(2.0 ** 126)
                 r = np.where(big, np.where(np.isinf(x), np.float32(np.nan), np.float32(0)), r).astype(np.float32)
         w.write(d, _canon_nan(_ftz(r) if ftz else r), ty, m)
+
+
+@family("rem")
+class Rem:
+    """rem.{s,u}{16,32,64} (PTX ISA 9.7.1 "Integer Arithmetic Instructions: rem"): the remainder of the division
+    div truncates toward zero, so its sign is the dividend's (a - b * trunc(a / b)); a zero divisor is unspecified
+    in the ISA -> Hazard, as div's. nvcc writes it for `%` with a runtime divisor."""
+
+    @staticmethod
+    def decode(ins):
+        ty = _ty(ins)
+        if ty not in ("s16", "u16", "s32", "u32", "s64", "u64"):
+            raise unsupported(ins, f"type .{ty}")
+        _mods(ins, ())
+        return ty
+
+    @staticmethod
+    def execute(ex, w, ins, m):
+        from .state import Hazard
+
+        ty = ins.info
+        d, a, b = ins.operands
+        x, y = w.read(a, ty, ex), w.read(b, ty, ex)
+        if (y[np.flatnonzero(m)] == 0).any():
+            raise Hazard(f"{ins.where()}: integer remainder by zero (PTX ISA: unspecified result)")
+        y = np.where(y == 0, 1, y)
+        # fmod of integers keeps the dividend's sign (C's %); unsigned: the plain remainder, in 64 bits either way
+        r = np.fmod(x.astype(np.int64), y.astype(np.int64)) if ty[0] == "s" else x.astype(np.uint64) % y.astype(np.uint64)
+        w.write(d, r.astype(x.dtype), ty, m)

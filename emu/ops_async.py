@@ -16,7 +16,7 @@ from .device import tensor_memory_oversubscribed
 from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
-from .ptx import Vec
+from .ptx import Addr, Vec
 from .simt import lane_addresses, to_bits, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
@@ -491,15 +491,21 @@ class Tcgen05:
             # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
             return ("mma", n, 16, usage[0].split("::")[2] if usage else "discard")
         if op == "cp":
-            if mods - {f"cta_group::{n}", "32x128b", "warpx4"} or "32x128b" not in mods or "warpx4" not in mods:
-                raise unsupported(ins)
-            return ("cp", n)
+            shape = next((m for m in mods if m in {s for s, _ in tcgen05.CP_SHAPES}), None)
+            multicast = next((m for m in mods if m.startswith("warpx")), None)
+            if (shape, multicast) not in tcgen05.CP_SHAPES:
+                raise unsupported(ins, "shape and multicast")
+            if mods - {f"cta_group::{n}", shape, multicast}:  # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms
+                raise unsupported(ins, "source decompression " + ", ".join(sorted(mods - {f"cta_group::{n}", shape,
+                                                                                           multicast})))
+            return ("cp", n, shape, multicast)
         if op in ("ld", "st"):
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
             num = next((m for m in mods if m.startswith("x") and m[1:].isdigit()), None)
-            if shape not in ("32x32b", "16x256b") or num is None or mods - {"sync", "aligned", shape, num, "b32"}:
+            pack = "pack::16b" if op == "ld" else "unpack::16b"
+            if shape not in tcgen05.TMEM_LD_SHAPES or num is None or mods - {"sync", "aligned", shape, num, "b32", pack}:
                 raise unsupported(ins)
-            return (op, int(num[1:]), shape)
+            return (op, int(num[1:]), shape, pack in mods)
         if op == "commit":
             known = {f"cta_group::{n}", "mbarrier::arrive::one", "shared::cluster", "multicast::cluster", "b64"}
             if mods - known:
@@ -604,7 +610,8 @@ def _tc_mma(ex, w, ins, mask):
     if len(ins.operands) != 7:
         raise unsupported(ins, "disable-output-lane / extra operands")
     d = lane_addresses(ex, w, d_op, 32)
-    a = to_bits(w.read(a_op, "b64", ex), "b64")
+    a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
+    a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else to_bits(w.read(a_op, "b64", ex), "b64")
     b = to_bits(w.read(b_op, "b64", ex), "b64")
     idesc = to_bits(w.read(i_op, "b32", ex), "b32")
     sfa = lane_addresses(ex, w, sfa_op, 32)
@@ -614,47 +621,51 @@ def _tc_mma(ex, w, ins, mask):
     ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
         args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
-        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3])
+        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3], args[1] if a_in_tmem else None)
         ordering.mma_overwrites(ex, w, ins, footprint)
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
             tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
                                      kind="mxf4nvf4", block=block, collector=collector,
-                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT))
+                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT), a_in_tmem=a_in_tmem)
             ex.stats["mma"] += 1
             if collector in ("use", "lastuse"):
                 ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1
 
-        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line, _mma_cost(group, args, collector)))
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line,
+                                         _mma_cost(group, args, collector, a_in_tmem)))
     return None
 
 
-def _mma_cost(group, args, collector) -> Cost:
-    """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector)
+def _mma_cost(group, args, collector, a_in_tmem: bool = False) -> Cost:
+    """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector or
+    from tensor memory)
     and N/len(group) rows of B (cta_group::2 splits B between the pair), FP4: K/2 bytes a row (module docstring of
     emu.tcgen05, Q1-Q6)."""
     d = tcgen05.decode_instr_descriptor(args[3], "mxf4nvf4")
     rows_a, rows_b = d.m // len(group), d.n // len(group)
-    a_bytes = 0 if collector in ("use", "lastuse") else rows_a * d.k // 2
+    a_bytes = 0 if collector in ("use", "lastuse") or a_in_tmem else rows_a * d.k // 2
     return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * d.k // 2, dests=group)
 
 
 def _tc_cp(ex, w, ins, mask):
-    n = ins.info[1]
+    _, n, shape, multicast = ins.info
+    rows, row_bytes = tcgen05.CP_SHAPES[(shape, multicast)]
     t = lane_addresses(ex, w, ins.operands[0], 32)
     s = to_bits(w.read(ins.operands[1], "b64", ex), "b64")
     group = _group(w.cta, n)
     ordering.issued(ex, w, ins, "cp")
     for lane in _lane(mask):
         taddr, sdesc = int(t[lane]), int(s[lane])
-        ordering.cp_issued(ex, w, ins, group, taddr)
-        sd = tcgen05.decode_smem_descriptor(sdesc)
-        for cta in group:  # 32 rows x 16 bytes, 8-row groups SBO apart, from each CTA's own shared memory (Q4)
-            ordering.async_read(cta, sd.start_address, 3 * sd.stride_byte_offset + 128, f"{ins.opcode} ({ins.where()})")
+        ordering.cp_issued(ex, w, ins, group, taddr, row_bytes // 4)
+        addrs = tcgen05.cp_source_addresses(tcgen05.decode_smem_descriptor(sdesc), rows, row_bytes)
+        for cta in group:  # the source rows from each CTA's own shared memory (emu.tcgen05 Q4)
+            ordering.async_read(cta, int(addrs.min()), int(addrs.max()) + 1 - int(addrs.min()),
+                                f"{ins.opcode} ({ins.where()})")
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.cp", lambda taddr=taddr, sdesc=sdesc:
-                                         tcgen05.tmem_copy_32x128b_warpx4(group, taddr, sdesc),
-                                         _issuing_queue(w), ins.line, Cost("cp", 32 * 16, dests=group)))
+                                         tcgen05.tmem_copy(group, taddr, sdesc, shape, multicast),
+                                         _issuing_queue(w), ins.line, Cost("cp", rows * row_bytes, dests=group)))
     return None
 
 
@@ -706,36 +717,44 @@ class _PendingTmemLoad:
     registers before its wait::ld as well.
     """
 
-    def __init__(self, ex, w, taddr, regs, mask, num, shape="32x32b"):
-        self.ex, self.w, self.taddr, self.regs, self.mask, self.num, self.shape = ex, w, taddr, regs, mask, num, shape
+    def __init__(self, ex, w, taddr, regs, mask, num, shape, pack, half_offset):
+        self.ex, self.w, self.taddr, self.regs, self.mask, self.num = ex, w, taddr, regs, mask, num
+        self.shape, self.pack, self.half_offset = shape, pack, half_offset
 
     def finish(self):
         w = self.w
         for r in self.regs:
             w.pending_tmem_ld.pop(r.name, None)
         ordering.ld_read(w, self, self.ex.clock)
-        load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
-        vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
+        vals = tcgen05.tmem_load(w.cta, self.taddr, w.warp_id % 4, self.num, self.shape, self.pack,
+                                 self.half_offset)  # [32 threads, registers]
         for i, r in enumerate(self.regs):
             w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
 
 
+def _half_offset(ex, w, ins, shape: str, operand) -> int:
+    """.16x32bx2's immHalfSplitoff: the columns between its two halves (PTX ISA 9.7.16.8.3), an immediate."""
+    if shape != "16x32bx2":
+        return 0
+    if operand is None:
+        raise Hazard(f"{ins.opcode}: .16x32bx2 takes an immHalfSplitoff operand")
+    return int(w.read(operand, "u32", ex)[0])
+
+
 def _tc_ld(ex, w, ins, mask):
-    """tcgen05.ld.sync.aligned.32x32b.xN (lane t of warp w reads TMEM lane 32*(w%4)+t, N columns) and
-    .16x256b.xN (emu.tcgen05.tmem_load_16x256b)."""
+    """tcgen05.ld.sync.aligned.{32x32b,16x64b,16x128b,16x256b,16x32bx2}.xN{.pack::16b}.b32 (emu.tcgen05.tmem_load)."""
     _check_whole_warp(w, ins, mask)
-    num = ins.info[1]
-    shape = ins.info[2] if len(ins.info) > 2 else "32x32b"
+    _, num, shape, pack = ins.info
     regs = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
-    per_rep = 4 if shape == "16x256b" else 1  # PTX ISA 9.7.16.8.3 Table 49: registers per .num repetition
-    if len(regs) != num * per_rep:
+    if len(regs) != num * tcgen05.TMEM_LD_SHAPES[shape][1]:  # PTX ISA 9.7.16.8.3: registers per .num repetition
         raise Hazard(f"{ins.opcode}: {len(regs)} destination registers for .{shape}.x{num}")
+    half = _half_offset(ex, w, ins, shape, ins.operands[2] if len(ins.operands) > 2 else None)
     taddr = lane_addresses(ex, w, ins.operands[1], 32)
     first = _lane(mask)[0]
     if (taddr[mask] != taddr[first]).any():
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
     lane_field, col = tcgen05.split_taddr(int(taddr[first]))
-    lane, other_quadrant = tcgen05.tmem_ld_first_lane(lane_field, w.warp_id % 4, 16 if shape == "16x256b" else 32,
+    lane, other_quadrant = tcgen05.tmem_ld_first_lane(lane_field, w.warp_id % 4, tcgen05.TMEM_LD_SHAPES[shape][0],
                                                       ins.opcode)
     if other_quadrant:
         ex.note("tmem-lane-quadrant-from-warp", ins.site(), precedents.TMEM_LANE_FROM_WARP,
@@ -746,24 +765,27 @@ def _tc_ld(ex, w, ins, mask):
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape)
-    ncols = num * 8 if shape == "16x256b" else num  # .16x256b: 8 columns a repetition
-    ordering.ld_after_dealloc(ex, w, ins, col, ncols)
-    ordering.ld_issued(w, pending, col, ncols, ins.line)
+    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape, pack, half)
+    first_col, ncols = tcgen05.tmem_footprint(shape, num, pack, half)
+    ordering.ld_after_dealloc(ex, w, ins, col + first_col, ncols)
+    ordering.ld_issued(w, pending, col + first_col, ncols, ins.line)
     for r in regs:
         w.pending_tmem_ld[r.name] = pending
     return None
 
 
 def _tc_st(ex, w, ins, mask):
-    """tcgen05.st.sync.aligned.{32x32b,16x256b}.xN (emu.tcgen05.tmem_store): the registers are read at issue; the
+    """tcgen05.st.sync.aligned.{shape}.xN{.unpack::16b}.b32 (emu.tcgen05.tmem_store): the registers are read at issue; the
     write is asynchronous until the warp's tcgen05.wait::st (PTX ISA 9.7.16.8.4, 9.7.16.8.5), so the emulator makes
     it there, as late as the ISA allows: tensor memory read before it (by this warp or, without the wait and a
     synchronisation, by any other) holds what it held before."""
     _check_whole_warp(w, ins, mask)
-    num, shape = ins.info[1], ins.info[2]
-    regs = ins.operands[1].items if isinstance(ins.operands[1], Vec) else (ins.operands[1],)
-    if len(regs) != num * (4 if shape == "16x256b" else 1):
+    _, num, shape, pack = ins.info
+    # [taddr], r; .16x32bx2: [taddr], immHalfSplitoff, r (PTX ISA 9.7.16.8.4)
+    half = _half_offset(ex, w, ins, shape, ins.operands[1] if len(ins.operands) > 2 else None)
+    src = ins.operands[-1]
+    regs = src.items if isinstance(src, Vec) else (src,)
+    if len(regs) != num * tcgen05.TMEM_LD_SHAPES[shape][1]:
         raise Hazard(f"{ins.opcode}: {len(regs)} source registers for .{shape}.x{num}")
     taddr = lane_addresses(ex, w, ins.operands[0], 32)
     first = _lane(mask)[0]
@@ -771,15 +793,15 @@ def _tc_st(ex, w, ins, mask):
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
     values = np.stack([w.read(r, "b32", ex) for r in regs], axis=1).astype(np.uint32)  # [32 threads, registers]
     ordering.issued(ex, w, ins, "st")
-    w.pending_tmem_st.append((int(taddr[first]), num, shape, values))
+    w.pending_tmem_st.append((int(taddr[first]), num, shape, values, pack, half))
     return None
 
 
 def _tc_wait(ex, w, ins, mask):
     _check_whole_warp(w, ins, mask)
     if ins.info[0] == "wait::st":
-        for taddr, num, shape, values in w.pending_tmem_st:
-            tcgen05.tmem_store(w.cta, taddr, w.warp_id % 4, num, shape, values)
+        for taddr, num, shape, values, pack, half in w.pending_tmem_st:
+            tcgen05.tmem_store(w.cta, taddr, w.warp_id % 4, num, shape, values, pack, half)
         w.pending_tmem_st.clear()
     if ins.info[0] == "wait::ld":
         for pending in list({id(p): p for p in w.pending_tmem_ld.values()}.values()):
@@ -958,7 +980,7 @@ class _StoreSource:
 
         def write(addr, data):
             self.ex.gmem.write(addr, data)
-            self.ex.store_log.append((int(addr), int(data.size)))
+            self.ex.log_store(addr, data.size, self.cta.cluster)
 
         n = tma.tile_store(self.tmap, self.coords, image, self.off, write)
         self.ex.stats["tma_store_bytes"] = self.ex.stats.get("tma_store_bytes", 0) + n

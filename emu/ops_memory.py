@@ -39,7 +39,7 @@ def _read_bytes(ex, w, space: str, addr: int, n: int) -> np.ndarray:
 def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
     if space == "global":
         ex.gmem.write(int(addr), data)
-        ex.store_log.append((int(addr), data.size))
+        ex.log_store(addr, data.size, w.cta.cluster)
         return
     if space.startswith("shared"):
         cta, off = _shared(ex, w, addr, space)
@@ -156,7 +156,7 @@ class AtomicAdd:
                 else:
                     new = dt(cur + vals[lane])
             ex.gmem.write(a, np.array([new], dt).view(np.uint8))
-            ex.store_log.append((a, esize))
+            ex.log_store(a, esize, w.cta.cluster, atomic=True)
             old[lane] = cur
         if returns:
             w.write(ins.operands[0], old, ty, mask)

@@ -182,12 +182,14 @@ def issued(ex, w, ins, kind: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- mma -> cp
-def mma_footprint(ctas: list, d_taddr: int, sfa_taddr: int, sfb_taddr: int, idesc: int) -> list:
+def mma_footprint(ctas: list, d_taddr: int, sfa_taddr: int, sfb_taddr: int, idesc: int, a_taddr=None) -> list:
     """(cta, first column, columns, written) of tensor memory a block-scaled tcgen05.mma reads or writes: the
     accumulator (N columns of fp32, written), its SFA (4 columns per 128 rows of A in each CTA) and SFB (N/32 columns,
-    at least one), both read (emu.tcgen05 module docstring Q2, Q4)."""
+    at least one), both read (emu.tcgen05 module docstring Q2, Q4), and A's 8 columns when it is in tensor memory."""
     n = ((idesc >> 17) & 0x3F) << 3
     cols = ((d_taddr & 0xFFFF, n, True), (sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
+    if a_taddr is not None:
+        cols += ((a_taddr & 0xFFFF, 8, False),)
     return [(cta, c, k, written) for cta in ctas for c, k, written in cols]
 
 
@@ -199,17 +201,17 @@ def mma_issued(w, footprint: list, now: int, line: int) -> None:
         del recent[:-RECENT_MMAS]
 
 
-def cp_issued(ex, w, ins, ctas: list, taddr: int) -> None:
-    """tcgen05.cp.32x128b.warpx4 writes 4 columns at taddr in each CTA of its group: note an earlier, unobserved MMA
-    of the CTA that touches them (MMA_THEN_CP)."""
+def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4) -> None:
+    """tcgen05.cp writes ncols columns at taddr in each CTA of its group (4 for the 128-bit shapes, 8 for the 256-bit
+    ones): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
     col = taddr & 0xFFFF
     for cta in ctas:
         for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
             if w.seen.get(("tcdone",) + key, -1) >= clock:
                 continue  # the cp's warp has observed that MMA complete
-            if any(_overlap(c0, n, col, 4) for c0, n, _ in spans):
+            if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
                 ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
-                        f"tcgen05.cp writes tensor-memory columns [{col}, {col + 4}) of CTA rank {cta.rank} that the "
+                        f"tcgen05.cp writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
                         f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before this copy (PTX ISA "
                         f"9.7.16.6.2: mma -> cp is not a pipelined pair; the emulator runs them in issue order)")
                 return

@@ -366,6 +366,53 @@ def select_entry(text: str, name: str) -> str:
     return "".join(out)
 
 
+# Debugging directives nvcc writes one per line with no ';' (PTX ISA 11.5.3 ".loc", 11.5.2 ".file", 11.5.1
+# ".section"): each ends at its line's end.
+_LINE_DIRECTIVES = (".loc", ".file", ".section")
+
+
+def _statements(raw_lines: list, start: int) -> list:
+    """(line, text) of every statement, block brace and label of a function body from raw_lines[start:]. PTX ISA 4.3
+    "Statements": a statement "begins with an optional label and ends with a semicolon", and 4.1 "Source Format": all
+    whitespace, newlines included, only separates tokens. So a statement may span lines (inline asm written as
+    "opcode\\n operands;" gives an opcode on one line and its operands on the next); it is numbered by the line it
+    starts on. A '{' or '}' opens or closes a block only where no statement is pending (inside one it belongs to a
+    vector operand)."""
+    stmts, pending, first = [], "", 0
+    for i in range(start, len(raw_lines)):
+        s = raw_lines[i].strip()
+        while s:
+            if pending:
+                semi = s.find(";")
+                if semi < 0:
+                    pending += " " + s
+                    break
+                stmts.append((first, f"{pending} {s[:semi]}".strip()))
+                pending, s = "", s[semi + 1:].strip()
+                continue
+            if s[0] in "{}":
+                stmts.append((i + 1, s[0]))
+                s = s[1:].strip()
+                continue
+            lm = re.match(r"([\w$]+):\s*", s)
+            if lm and not s.startswith("."):
+                stmts.append((i + 1, lm.group(1) + ":"))
+                s = s[lm.end():].strip()
+                continue
+            if s.startswith(_LINE_DIRECTIVES):
+                stmts.append((i + 1, s))
+                break
+            semi = s.find(";")
+            if semi < 0:
+                pending, first = s, i + 1
+                break
+            stmts.append((i + 1, s[:semi].strip()))
+            s = s[semi + 1:].strip()
+    if pending:
+        raise ParseError(f"PTX line {first}: a statement with no ';' before the end of the body: {pending[:80]!r}")
+    return stmts
+
+
 def parse_module(text: str) -> Kernel:
     """Parse PTX text holding one .entry (the kernel); return it with instructions decoded."""
     body = _strip_comments(text.replace("\x00", ""))  # 4.3.5's PTX dump ends with a NUL byte
@@ -385,29 +432,7 @@ def parse_module(text: str) -> Kernel:
             break
     if first_brace is None:
         raise ParseError("kernel body not found")
-    # split into statements; keep the line number of each
-    stmts = []
-    for i in range(first_brace + 1, len(raw_lines)):
-        s = raw_lines[i].strip()
-        if not s:
-            continue
-        # a line may hold "label:" or "{" / "}" or statements ending with ";"
-        while s:
-            if s.startswith("{") or s.startswith("}"):
-                stmts.append((i + 1, s[0]))
-                s = s[1:].strip()
-                continue
-            lm = re.match(r"([\w$]+):\s*", s)
-            if lm and not s.startswith("."):
-                stmts.append((i + 1, lm.group(1) + ":"))
-                s = s[lm.end():].strip()
-                continue
-            semi = s.find(";")
-            if semi < 0:
-                stmts.append((i + 1, s))
-                break
-            stmts.append((i + 1, s[:semi].strip()))
-            s = s[semi + 1:].strip()
+    stmts = _statements(raw_lines, first_brace + 1)
     if stmts and stmts[-1][1] == "}":
         stmts.pop()  # the kernel body's closing brace
     block_labels = _prescan_block_labels(stmts)

@@ -80,6 +80,19 @@ class GlobalMemory:
         self._allocs: list[tuple[int, np.ndarray]] = []  # (base, bytes), sorted by base, never overlapping
         self._bases: list[int] = []
         self._next = self.BASE
+        self._watched = None  # (starts, ends, callback) of watch(): reads of bytes whose contents are not known
+
+    def watch(self, ranges, callback) -> None:
+        """Call callback(addr, nbytes) at every read that touches one of `ranges` ((address, bytes), disjoint): bytes
+        whose contents this run does not know (an earlier launch's clusters that were not emulated write them)."""
+        spans = sorted((int(a), int(a) + int(n)) for a, n in ranges if n)
+        self._watched = ([a for a, _ in spans], [b for _, b in spans], callback) if spans else None
+
+    def _touch(self, addr: int, nbytes: int) -> None:
+        starts, ends, callback = self._watched
+        i = bisect.bisect_right(starts, addr + nbytes - 1) - 1
+        if i >= 0 and ends[i] > addr:
+            callback(addr, nbytes)
 
     def alloc(self, nbytes: int, align: int = 1024, fill: int | None = None) -> int:
         addr = (self._next + align - 1) // align * align
@@ -134,6 +147,8 @@ class GlobalMemory:
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         buf, off = self._find(addr, nbytes)
+        if self._watched is not None:
+            self._touch(addr, nbytes)
         return buf[off:off + nbytes].copy()
 
     def read_or_poison(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
@@ -141,6 +156,8 @@ class GlobalMemory:
         (what a read past a tensor's end sees on hardware is whatever else is mapped there: here, poison)."""
         out = np.full(nbytes, POISON_BYTE, np.uint8)
         inside = 0
+        if self._watched is not None:
+            self._touch(addr, nbytes)
         for i in range(max(0, bisect.bisect_right(self._bases, addr) - 1), len(self._bases)):
             base, buf = self._allocs[i]
             if base >= addr + nbytes:

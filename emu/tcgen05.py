@@ -5,8 +5,10 @@ Implemented (what the NVFP4 dual-GEMM kernel uses; everything else raises Unsupp
   - operand fetch through a K-major descriptor (SWIZZLE_128B / 64B / 32B / none),
   - tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.block16 (== scale_vec::4X), M=128 (cta_group::1)
     and M=256 (cta_group::2),
-  - tcgen05.cp.cta_group::{1,2}.32x128b.warpx4,
-  - tcgen05.ld.sync.aligned.32x32b.xN and .16x256b.xN,
+  - tcgen05.cp.cta_group::{1,2} of every shape and multicast (.128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 /
+    ::01_23, .32x128b.warpx4; not the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms),
+  - tcgen05.ld / tcgen05.st of every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .xN, .pack::16b /
+    .unpack::16b,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
@@ -381,7 +383,7 @@ A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
                      sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16,
-                     collector: str = "discard", note=None) -> None:
+                     collector: str = "discard", note=None, a_in_tmem: bool = False) -> None:
     """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
     D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
 
@@ -396,6 +398,8 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     orders of magnitude), so comparisons against hardware need a tolerance.
 
     collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+    a_in_tmem: the form with A in tensor memory ([a-tmem] for a-desc, PTX ISA 9.7.16.10.9.1): a_desc is then its
+    address and A is read by tmem_a_operand.
     note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
     None: a Hazard.
 
@@ -425,7 +429,9 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
             raise Hazard(f"cta_group::2 N = {d.n}: must be a multiple of 16 in [16, 256]")
     K = d.k
     n_per_cta = d.n // ncta
-    a_sd = decode_smem_descriptor(a_desc)
+    if a_in_tmem and collector != "discard":
+        raise Unsupported(f"tcgen05.mma with A in tensor memory and .collector::a::{collector}")
+    a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
     d_lane, d_col = split_taddr(d_taddr)
@@ -456,6 +462,8 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
             if a_codes.shape != (128, K):
                 raise Hazard(f"tcgen05.mma .collector::a::{collector}: the collector holds a {a_codes.shape} A, "
                              f"this MMA needs (128, {K})")
+        elif a_in_tmem:
+            a_codes = tmem_a_operand(cta, a_desc, K)
         else:
             a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
         collected.append(a_codes if collector in ("fill", "use") else None)
@@ -486,6 +494,23 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
         cta.a_collector = keep
 
 
+def tmem_a_operand(cta: Cta, taddr: int, k_elems: int) -> np.ndarray:
+    """[128, k_elems] FP4 codes of an A operand in tensor memory (PTX ISA 9.7.16.10.9.1, the [a-tmem] form): row i of
+    this CTA's 128 rows at lane i, its K / 2 bytes along the columns from taddr's, four a column, low byte first, two
+    FP4 a byte, low nibble first: the layout tcgen05.cp.128x256b writes a 32-byte shared-memory row in (tmem_copy),
+    the copy the public kernel using this form (jIab-b's s_cp.py) fills A with."""
+    lane, col = split_taddr(taddr)
+    if lane != 0:
+        raise Hazard(f"tcgen05.mma A address {taddr:#x}: lane field must be 0 (the 128 rows of A fill lanes 0..127)")
+    ncols = k_elems // 8  # 4 bits an element, 32 bits a column
+    _check_allocated(cta, col, ncols, "tcgen05.mma A")
+    words = cta.tmem[:, col:col + ncols]
+    if np.any(words == POISON_WORD):
+        raise Hazard(f"tcgen05.mma A: reads tensor memory columns [{col}, {col + ncols}) of CTA {cta.ctaid} that hold "
+                     f"no data")
+    return unpack_fp4(np.ascontiguousarray(words).view(np.uint8).reshape(128, ncols * 4))
+
+
 def _smem(cta: Cta, addr: int, nbytes: int) -> np.ndarray:
     if addr < 0 or addr + nbytes > cta.smem.size:
         raise Hazard(f"tcgen05 shared read of {nbytes} bytes at {addr:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
@@ -493,37 +518,61 @@ def _smem(cta: Cta, addr: int, nbytes: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------
-# tcgen05.cp.cta_group::N.32x128b.warpx4
+# tcgen05.cp.cta_group::N.shape{.multicast}
 # --------------------------------------------------------------------------------------------------
 
+# Shapes and multicasts of tcgen05.cp (PTX ISA 9.7.16.9.2; 9.7.16.2.3 "Data Movement Shape"): rows x bits a row of the
+# shared-memory source, and the tensor-memory lanes (relative to the address's lane) each source row lands in. The
+# ISA draws the lane maps; Apache TVM's tcgen05.cp table states them: .128x256b / .128x128b "consecutive 128 lanes",
+# .4x256b "0, 32, 64, 96 relative to the origin", .64x128b.warpx2::02_13 "64 consecutive lanes, replicated 64 lanes
+# apart", .64x128b.warpx2::01_23 "logical row r maps to 64*(r//32)+r%32, replicated 32 lanes apart",
+# .32x128b.warpx4 "32 consecutive lanes, four replicas 32 lanes apart" (the last one as module docstring Q4 reads it).
+def _cp_lanes(rows: int, multicast: str | None) -> np.ndarray:
+    r = np.arange(rows)[:, None]
+    if multicast is None:
+        return 32 * r if rows == 4 else r
+    if multicast == "warpx4":
+        return r + 32 * np.arange(4)[None, :]
+    if multicast == "warpx2::02_13":
+        return r + 64 * np.arange(2)[None, :]
+    return 64 * (r // 32) + r % 32 + 32 * np.arange(2)[None, :]  # warpx2::01_23
 
-def tmem_copy_32x128b_warpx4(group: list, taddr: int, s_desc: int) -> None:
-    """tcgen05.cp.cta_group::len(group).32x128b.warpx4 [taddr], s_desc (PTX ISA 9.7.16.9.2).
 
-    Source: 32 rows x 16 bytes described by s_desc, K-major canonical layout without swizzle
-    (PTX ISA 9.7.16.3.3: row r at start + (r // 8) * SBO + (r % 8) * 16; one 16-byte column, so LBO unused).
-    Destination: row r byte b -> lanes 32q + r (q = 0..3, ".warpx4 ... multicasted into all 4 warps"),
-    column taddr.col + b // 4, byte b % 4 of the word (little-endian).
-    cta_group::2: each CTA of the pair copies from its own shared memory at the descriptor's offset into its
-    own TMEM (module docstring Q4: ISA says both TMEMs are written, not whose smem is read; choice from the
-    hardware-verified kernel). Swizzled sources raise Unsupported.
-    """
+CP_SHAPES = {("128x256b", None): (128, 32), ("4x256b", None): (4, 32), ("128x128b", None): (128, 16),
+             ("64x128b", "warpx2::02_13"): (64, 16), ("64x128b", "warpx2::01_23"): (64, 16),
+             ("32x128b", "warpx4"): (32, 16)}
+
+
+def cp_source_addresses(sd: SmemDescriptor, rows: int, row_bytes: int) -> np.ndarray:
+    """[rows, row_bytes] shared addresses a tcgen05.cp reads: the matrix descriptor's canonical K-major layout, as an
+    MMA operand's (operand_byte_addresses: 8-row core matrices SBO apart, 16-byte chunks LBO apart without swizzle);
+    a 4-row source is the first half of one core matrix."""
+    return operand_byte_addresses(sd, max(rows, 8), row_bytes)[:rows]
+
+
+def tmem_copy(group: list, taddr: int, s_desc: int, shape: str = "32x128b", multicast: str | None = "warpx4") -> None:
+    """tcgen05.cp.cta_group::len(group).shape{.multicast} [taddr], s_desc (PTX ISA 9.7.16.9.2): row r of the source
+    (row_bytes bytes, cp_source_addresses) goes to the lanes _cp_lanes gives it, columns taddr.col + 0.. (byte b ->
+    column b // 4, byte b % 4 of the word, little-endian). cta_group::2: each CTA of the pair copies from its own
+    shared memory at the descriptor's offset into its own tensor memory (module docstring Q4: the ISA says both
+    tensor memories are written, not whose shared memory is read; chosen from the hardware-verified kernel)."""
     _check_group(group)
+    rows, row_bytes = CP_SHAPES[(shape, multicast)]
     sd = decode_smem_descriptor(s_desc)
-    if sd.layout != "none":
-        raise Unsupported(f"tcgen05.cp from a {sd.layout}-swizzled source is not implemented")
     lane, col = split_taddr(taddr)
-    if lane != 0:
-        raise Hazard(f"tcgen05.cp.32x128b.warpx4 address {taddr:#x}: lane field must be 0 (the copy fills lanes 0..127)")
-    r = np.arange(32, dtype=np.int64)[:, None]
-    j = np.arange(16, dtype=np.int64)[None, :]
-    addrs = sd.start_address + (r // 8) * sd.stride_byte_offset + (r % 8) * 16 + j
+    lanes = lane + _cp_lanes(rows, multicast)
+    if lanes.max() >= 128:
+        raise Hazard(f"tcgen05.cp.{shape}{'.' + multicast if multicast else ''} at lane {lane}: the copy's lanes run "
+                     f"past lane 127")
+    addrs = cp_source_addresses(sd, rows, row_bytes)
     lo, hi = int(addrs.min()), int(addrs.max())
+    ncols = row_bytes // 4
     for cta in group:
-        _check_allocated(cta, col, 4, "tcgen05.cp")
-        rows = _smem(cta, lo, hi - lo + 1)[addrs - lo]  # [32, 16] bytes
-        words = np.ascontiguousarray(rows).view("<u4").reshape(32, 4)
-        cta.tmem[:, col:col + 4] = np.tile(words, (4, 1))
+        _check_allocated(cta, col, ncols, "tcgen05.cp")
+        data = _smem(cta, lo, hi - lo + 1)[addrs - lo]  # [rows, row_bytes]
+        words = np.ascontiguousarray(data).view("<u4").reshape(rows, ncols)
+        for copy in range(lanes.shape[1]):
+            cta.tmem[lanes[:, copy], col:col + ncols] = words
 
 
 # --------------------------------------------------------------------------------------------------
@@ -561,61 +610,92 @@ def tmem_ld_first_lane(lane_field: int, quad: int, rows: int, what: str) -> tupl
     return 32 * quad + offset, (lane_field >> 5) != quad
 
 
-def tmem_load_32x32b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
-    """tcgen05.ld.sync.aligned.32x32b.x{num}.b32: thread t of the warp gets lane (first lane + t), registers
-    r_i = column taddr.col + i (PTX ISA 9.7.16.2.3.1.1 Matrix fragments for shape .32x32b: "A warp ...
-    will access 32 lanes of the Tensor Memory. It loads ... (32 * .num)-bits of data" per lane).
-    Returns [32 threads, num] uint32. The first lane: tmem_ld_first_lane (the warp's quadrant, PTX ISA 9.7.16.8.1).
-    (All threads must give the same taddr, PTX ISA 9.7.16.8.3: checked by the caller, which passes one address.)"""
+# Per .num repetition of each tcgen05.ld / tcgen05.st shape (PTX ISA 9.7.16.2.3 "Matrix fragments", 9.7.16.8.3 Table
+# of registers): (lanes the warp accesses, registers a thread holds, columns). .16x32bx2 is two 16-lane x 32-bit
+# halves, the second immHalfSplitoff columns after the first.
+TMEM_LD_SHAPES = {"32x32b": (32, 1, 1), "16x64b": (16, 1, 2), "16x128b": (16, 2, 4), "16x256b": (16, 4, 8),
+                  "16x32bx2": (16, 1, 1)}
+
+
+def tmem_fragment(shape: str, num: int, half_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """([32 threads, registers] lane offsets, [32, registers] column offsets) of a tcgen05.{ld,st}.shape.x{num}: thread
+    t's register r holds the 32-bit cell at (first lane + lane, first column + column). PTX ISA 9.7.16.2.3 gives these
+    maps as figures; they are read from CUTLASS include/cute/atom/copy_traits_sm100.hpp (Copy_Traits of
+    SM100_TMEM_LOAD_{32dp32b,16dp64b,16dp128b,16dp256b,16dp32b}1x: ValID and DstLayout), the same maps Apache TVM's
+    tcgen05.ld/st table states (r = repetition i, register q within it):
+      .32x32b    lane t,                     column i
+      .16x64b    lane t/4 + 8 (t%2),         column (t/2)%2 + 2i
+      .16x128b   lane t/4 + 8q,              column t%4 + 4i
+      .16x256b   lane t/4 + 8 ((q/2)%2),     column 8i + 2 (t%4) + q%2   (the mma.sync m16n8 accumulator fragment)
+      .16x32bx2  lane t%16,                  column i + (t/16) immHalfSplitoff"""
     if num not in (1, 2, 4, 8, 16, 32, 64, 128):
-        raise Hazard(f"tcgen05.ld.32x32b.x{num}: .num must be a power of two in [1, 128]")
-    lane_field, col = split_taddr(taddr)
-    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, 32, "tcgen05.ld.32x32b")
-    _check_allocated(cta, col, num, "tcgen05.ld")
-    return cta.tmem[lane:lane + 32, col:col + num].copy()
-
-
-def tmem_load_16x256b(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int) -> np.ndarray:
-    """tcgen05.ld.sync.aligned.16x256b.x{num}.b32: the warp reads 16 lanes x (256 * num) bits; returns
-    [32 threads, 4 * num] uint32.
-
-    PTX ISA 9.7.16.2.3.1.4 "Matrix fragments for shape .16x256b" ("A warp executing tcgen05{.ld,.st}.16x256b
-    will access 16 lanes of the Tensor Memory", 256 bits = 8 columns per lane per repetition; the
-    thread/register map is a figure). Map from CUTLASS include/cute/atom/copy_traits_sm100.hpp
-    Copy_Traits<SM100_TMEM_LOAD_16dp256b1x>: DstLayout ((4,8),(64,2)):((64,256),(1,2048)) over bits
-    (256 bits per lane): thread t, register 4i + 2h + c holds lane first + t // 4 + 8h, column
-    taddr.col + 8i + 2 (t % 4) + c (i = repetition, h, c in {0, 1}) -- the mma.sync m16n8 accumulator
-    fragment; the 2x traits (((4,8),(64,2,2)):((64,512),(1,4096,256))) confirm the repetition stride of 8
-    columns. The first lane: tmem_ld_first_lane (16 lanes inside the warp's quadrant)."""
-    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
-        raise Hazard(f"tcgen05.ld.16x256b.x{num}: .num must be a power of two in [1, 128]")
-    lane_field, col = split_taddr(taddr)
-    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, 16, "tcgen05.ld.16x256b")
-    _check_allocated(cta, col, 8 * num, "tcgen05.ld")
+        raise Hazard(f"tcgen05.{{ld,st}}.{shape}.x{num}: .num must be a power of two in [1, 128]")
+    _, per_rep, _ = TMEM_LD_SHAPES[shape]
     t = np.arange(32)[:, None]
-    r = np.arange(4 * num)[None, :]
-    lanes = lane + t // 4 + 8 * ((r // 2) % 2)
-    cols = col + 8 * (r // 4) + 2 * (t % 4) + r % 2
-    return cta.tmem[lanes, cols].copy()
+    r = np.arange(per_rep * num)[None, :]
+    i, q = r // per_rep, r % per_rep
+    if shape == "32x32b":
+        lanes, cols = t + 0 * r, i + 0 * t
+    elif shape == "16x64b":
+        lanes, cols = t // 4 + 8 * (t % 2) + 0 * r, (t // 2) % 2 + 2 * i
+    elif shape == "16x128b":
+        lanes, cols = t // 4 + 8 * q, t % 4 + 4 * i
+    elif shape == "16x256b":
+        lanes, cols = t // 4 + 8 * ((q // 2) % 2), 8 * i + 2 * (t % 4) + q % 2
+    else:  # 16x32bx2
+        lanes, cols = t % 16 + 0 * r, i + (t // 16) * half_offset
+    return lanes, cols
 
 
-def tmem_store(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape: str, values: np.ndarray) -> None:
-    """tcgen05.st.sync.aligned.{32x32b,16x256b}.x{num}.b32: the inverse of tcgen05.ld of the same shape (PTX ISA
-    9.7.16.8.4: "the same ... matrix fragments" as tcgen05.ld, 9.7.16.2.3.1), `values` [32 threads, registers] uint32
-    written where the load of that shape would read them; the same quadrant rule (tmem_ld_first_lane)."""
-    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
-        raise Hazard(f"tcgen05.st.{shape}.x{num}: .num must be a power of two in [1, 128]")
+def tmem_footprint(shape: str, num: int, pack: bool, half_offset: int = 0) -> tuple[int, int]:
+    """(first column offset, columns) a tcgen05.{ld,st} touches: .pack::16b / .unpack::16b spread each register over
+    two columns."""
+    _, cols = tmem_fragment(shape, num, half_offset)
+    width = 2 if pack else 1
+    return int(cols.min()) * width, (int(cols.max()) + 1 - int(cols.min())) * width
+
+
+def _fragment_cells(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape: str, pack: bool,
+                    half_offset: int, what: str):
     lane_field, col = split_taddr(taddr)
-    rows = 16 if shape == "16x256b" else 32
-    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, rows, f"tcgen05.st.{shape}")
-    if shape == "16x256b":
-        _check_allocated(cta, col, 8 * num, "tcgen05.st")
-        t = np.arange(32)[:, None]
-        r = np.arange(4 * num)[None, :]
-        cta.tmem[lane + t // 4 + 8 * ((r // 2) % 2), col + 8 * (r // 4) + 2 * (t % 4) + r % 2] = values
-    else:
-        _check_allocated(cta, col, num, "tcgen05.st")
-        cta.tmem[lane:lane + 32, col:col + num] = values
+    rows = TMEM_LD_SHAPES[shape][0]
+    lane, _ = tmem_ld_first_lane(lane_field, warp_id_in_warpgroup % 4, rows, f"{what}.{shape}")
+    lanes, cols = tmem_fragment(shape, num, half_offset)
+    first, ncols = tmem_footprint(shape, num, pack, half_offset)
+    _check_allocated(cta, col + first, ncols, what)
+    if pack:
+        return lane + lanes, col + 2 * cols
+    return lane + lanes, col + cols
+
+
+def tmem_load(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape: str = "32x32b", pack: bool = False,
+              half_offset: int = 0) -> np.ndarray:
+    """tcgen05.ld.sync.aligned.{shape}.x{num}{.pack::16b}.b32 (PTX ISA 9.7.16.8.3): [32 threads, registers] uint32 by
+    tmem_fragment's map. The first lane: tmem_ld_first_lane (the warp's own quadrant, PTX ISA 9.7.16.8.1).
+    .pack::16b: a register holds the low 16 bits of two adjacent columns, the first in its low half (CUTLASS
+    SM100_TMEM_LOAD_32dp32b1x_16b: ValID (16 bits, 2 columns) per 32-bit value), so the same registers span twice the
+    columns. (All threads give the same taddr, PTX ISA 9.7.16.8.3: checked by the caller, which passes one.)"""
+    lanes, cols = _fragment_cells(cta, taddr, warp_id_in_warpgroup, num, shape, pack, half_offset, "tcgen05.ld")
+    if not pack:
+        return cta.tmem[lanes, cols].copy()
+    return (cta.tmem[lanes, cols] & 0xFFFF) | ((cta.tmem[lanes, cols + 1] & 0xFFFF) << 16)
+
+
+def tmem_store(cta: Cta, taddr: int, warp_id_in_warpgroup: int, num: int, shape: str, values: np.ndarray,
+               pack: bool = False, half_offset: int = 0) -> None:
+    """tcgen05.st.sync.aligned.{shape}.x{num}{.unpack::16b}.b32: the inverse of tcgen05.ld of the same shape (PTX ISA
+    9.7.16.8.4: "the same ... matrix fragments" as tcgen05.ld, 9.7.16.2.3), `values` [32 threads, registers] uint32
+    written where the load of that shape would read them; the same quadrant rule (tmem_ld_first_lane). .unpack::16b:
+    a register's low half goes to the low 16 bits of the first of two adjacent columns, its high half to the second's;
+    the columns' upper 16 bits, which the form does not address, are left as they were."""
+    lanes, cols = _fragment_cells(cta, taddr, warp_id_in_warpgroup, num, shape, pack, half_offset, "tcgen05.st")
+    values = np.asarray(values, np.uint32)
+    if not pack:
+        cta.tmem[lanes, cols] = values
+        return
+    keep = np.uint32(0xFFFF0000)
+    cta.tmem[lanes, cols] = (cta.tmem[lanes, cols] & keep) | (values & 0xFFFF)
+    cta.tmem[lanes, cols + 1] = (cta.tmem[lanes, cols + 1] & keep) | (values >> 16)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -381,7 +381,7 @@ def tile_store(tmap: TensorMap, coords: list[int], smem_image: np.ndarray, smem_
 # cuTensorMapEncodeTiled (CUDA driver API, "Tensor Map Object Management") as host code calls it: cuda.h's enums in,
 # a CUresult and the 128 bytes out. The enum -> hardware-code map and the checks below reproduce the real driver's
 # answers on every parameter set of tests/data/tma_encode.json.gz (driver 580.159, H200) except the sm_100-only
-# types, which the H200's driver refuses and a B200's accepts (tests/emu/test_tma.py). CUDA_ERROR_INVALID_VALUE is 1.
+# types, which the H200's driver refuses and a B200's accepts (tests/calibration/test_tma_gpu.py).
 DRIVER_DTYPES = {  # cuda.h CUtensorMapDataType -> (hardware code, round to TF32)
     0: (0, False), 1: (1, False), 2: (2, False), 3: (3, False), 4: (4, False), 5: (5, False), 6: (6, False),
     7: (7, False), 8: (9, False), 9: (10, False), 10: (8, False), 11: (7, True), 12: (8, True),
@@ -397,22 +397,38 @@ DRIVER_FLOAT_DTYPES = {6, 7, 8, 9, 10, 11, 12}  # the types OOB fill NaN_REQUEST
 DRIVER_MAX_BOX_BYTES = 1 << 17
 
 
-def driver_encode_tiled(dtype: int, rank: int, address: int, dims, strides, box, elem_strides, interleave: int,
-                        swizzle: int, l2_promotion: int, oob_fill: int) -> tuple[int, bytes, str]:
-    """(CUresult, the 128 bytes, why refused) of cuTensorMapEncodeTiled with these arguments: strides has rank - 1
-    entries (bytes, of dimensions 1..rank-1). The types and swizzle atoms this emulator does not decode
-    (16U4_ALIGN16B, 16U6_ALIGN16B, the sm_100 swizzle atoms 4..6) are refused with why naming them."""
-    def refuse(why):
-        return 1, b"", why
+# What the encoder returns: CUDA_ERROR_INVALID_VALUE where the driver refuses an argument (cuTensorMapEncodeTiled's
+# documented requirements: the file's own failure on a B200), CUDA_ERROR_NOT_SUPPORTED where a B200's driver would
+# encode it but this emulator cannot decode what it encodes (the emulator's limit, not the file's). CUresult values:
+# cuda.h.
+CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_NOT_SUPPORTED = 801
 
+
+def driver_encode_tiled(dtype: int, rank: int, address: int, dims, strides, box, elem_strides, interleave: int,
+                        swizzle: int, l2_promotion: int, oob_fill: int, map_address: int = 0) -> tuple[int, bytes, str]:
+    """(CUresult, the 128 bytes, why refused) of cuTensorMapEncodeTiled with these arguments: strides has rank - 1
+    entries (bytes, of dimensions 1..rank-1); map_address, where the 128 bytes go (the driver documents "tensorMap
+    address must be aligned to 64 bytes"). The CUDA driver API's requirements ("Tensor Map Object Management",
+    cuTensorMapEncodeTiled) break with CUDA_ERROR_INVALID_VALUE; the types and swizzle atoms a B200 takes that this
+    emulator does not decode (16U4_ALIGN16B, 16U6_ALIGN16B, the sm_100 swizzle atoms 4..6) with
+    CUDA_ERROR_NOT_SUPPORTED, why naming them."""
+    def refuse(why):
+        return CUDA_ERROR_INVALID_VALUE, b"", why
+
+    def limit(why):
+        return CUDA_ERROR_NOT_SUPPORTED, b"", why
+
+    if map_address % 64:
+        return refuse(f"tensorMap address {map_address:#x} is not 64-byte aligned")
     if dtype not in DRIVER_DTYPE_NAMES:
         return refuse(f"tensorDataType {dtype} is not a CUtensorMapDataType")
     if dtype not in DRIVER_DTYPES:
-        return refuse(f"tensorDataType {DRIVER_DTYPE_NAMES[dtype]}: not modeled by the emulator (emu/tma.py)")
+        return limit(f"tensorDataType {DRIVER_DTYPE_NAMES[dtype]}: not modeled by the emulator (emu/tma.py)")
     if not 1 <= rank <= 5 or (interleave and rank < 3):
         return refuse(f"tensorRank {rank}: 1..5, at least 3 with interleave")
     if swizzle > 3:
-        return refuse(f"swizzle {swizzle} (an sm_100 swizzle atom): not modeled by the emulator (emu/tma.py)")
+        return limit(f"swizzle {swizzle} (an sm_100 swizzle atom): not modeled by the emulator (emu/tma.py)")
     if interleave > 2 or l2_promotion > 3 or oob_fill > 1:
         return refuse("interleave, L2 promotion or OOB fill out of range")
     code, tf32 = DRIVER_DTYPES[dtype]

@@ -9,7 +9,9 @@ Two ways of use:
   the host code registered is resolved to its code (KernelCode: its PTX, from the compiler that built it, and its
   cubin) when the host code first names it, and each launch is handed to a sink the moment it is made, its parameter
   bytes as launched. Device memory is host memory there: cudaMalloc returns host memory, cudaMemcpy copies bytes, and
-  cuTensorMapEncodeTiled is answered by emu.tma.driver_encode_tiled (the driver's encoder, calibrated on an H200).
+  cuTensorMapEncodeTiled is answered by emu.tma.driver_encode_tiled (the driver's encoder, calibrated on an H200):
+  what the driver documents it refuses comes back as the driver's CUDA_ERROR_INVALID_VALUE (the file's failure,
+  `refusals`), what the emulator cannot decode as CUDA_ERROR_NOT_SUPPORTED (its own limit, `limits`).
 
 Built artifacts live under cache_root() ($EMU_LAUNCH_CACHE, default <tmp>/emu_launch_cache). Needs a C compiler
 (`cc`, or $CC).
@@ -32,7 +34,7 @@ from emu.cubin import device_elves, has_function
 from emu.device import B200_DEVICE_ATTRS, B200_LIMITS
 from emu.launch import CapturedLaunch, entry_params
 from emu.ptx import static_shared_bytes
-from emu.tma import driver_encode_tiled
+from emu.tma import CUDA_ERROR_INVALID_VALUE, driver_encode_tiled
 
 HERE = Path(__file__).resolve().parent
 STUBS_C = HERE / "launch_stubs.c"
@@ -294,13 +296,15 @@ class StandIns:
     find_code(name, image, module_path) -> KernelCode for a kernel the host code registered (image: the module image's
     bytes; module_path: the shared object whose host code registered it). sink(CapturedLaunch) takes each launch
     once its checks passed; what it raises is kept (`errors`) and the launch returns cudaErrorUnknown to the host
-    code. Every tensor map cuTensorMapEncodeTiled refused is in `refusals`."""
+    code. Every tensor map cuTensorMapEncodeTiled refused by the driver's documented rules is in `refusals`, every
+    one the emulator cannot encode (a B200 would) in `limits`."""
 
     def __init__(self, lib, find_code, sink):
         self.lib, self.find_code, self.sink = lib, find_code, sink
         self.codes: dict[int, KernelCode] = {}
         self.errors: list[str] = []
         self.refusals: list[str] = []
+        self.limits: list[str] = []
         self.launches = 0
         prime_device(lib)
         lib.emu_reset()
@@ -362,9 +366,13 @@ class StandIns:
         try:
             rank = int(rank)
             rc, raw, why = driver_encode_tiled(dtype, rank, address or 0, dims[:rank], strides[:max(rank - 1, 0)],
-                                               box[:rank], elem_strides[:rank], interleave, swizzle, l2, oob)
-            if rc:
-                self.refusals.append(f"cuTensorMapEncodeTiled refused a tensor map of {address or 0:#x}: {why}")
+                                               box[:rank], elem_strides[:rank], interleave, swizzle, l2, oob,
+                                               map_address=tmap or 0)
+            if rc == CUDA_ERROR_INVALID_VALUE:
+                self.refusals.append(f"cuTensorMapEncodeTiled returned CUDA_ERROR_INVALID_VALUE (\"invalid argument\") "
+                                     f"for a tensor map of {address or 0:#x}: {why}")
+            elif rc:
+                self.limits.append(f"cuTensorMapEncodeTiled for a tensor map of {address or 0:#x}: {why}")
             else:
                 ctypes.memmove(tmap, raw, len(raw))
             return rc

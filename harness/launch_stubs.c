@@ -146,12 +146,39 @@ void emu_flush(void) { fflush(NULL); }
 #define CUDA_ERROR_INVALID_CONFIGURATION 9  /* cudaErrorInvalidConfiguration */
 #define CUDA_ERROR_INVALID_DEVICE_FUNCTION 98 /* cudaErrorInvalidDeviceFunction */
 #define CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES 701 /* cudaErrorLaunchOutOfResources */
-#define CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES 912 /* cudaErrorClusterOutOfResources */
-#define CUDA_ERROR_INVALID_CLUSTER_SIZE 913 /* cudaErrorInvalidClusterSize */
+#define CUDA_ERROR_NOT_SUPPORTED 801        /* CUDA_ERROR_NOT_SUPPORTED (cuda.h): the emulator's encoder's own limit */
+#define CUDA_ERROR_INVALID_CLUSTER_SIZE 912 /* cudaErrorInvalidClusterSize */
 #define CUDA_ERROR_UNKNOWN 999              /* cudaErrorUnknown */
 #define FUNC_ATTR_MAX_DYNAMIC_SHARED_MEMORY_SIZE 8       /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 #define FUNC_ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14   /* cudaFuncAttributeNonPortableClusterSizeAllowed */
 #define LAUNCH_ATTR_CLUSTER_DIMENSION 4                  /* cudaLaunchAttributeClusterDimension */
+
+/* What cudaGetErrorString / cuGetErrorString and the Name functions answer for the codes the stand-ins return: the
+ * runtime's and the driver's own words (the CUresult and cudaError_t values above share their numbers), so host code
+ * that prints the error prints what it prints on a B200 (GPU MODE's B200 runner printed jIab-b's s_128t.py's
+ * "Scale tensormap failed: invalid argument"; NVIDIA/cuda-python's error table gives the driver's strings). Why the
+ * stand-ins refused is in emu_refusal, for the verdict. */
+static const struct { int code; const char *name, *runtime_name, *text; } emu_errors[] = {
+    {0, "CUDA_SUCCESS", "cudaSuccess", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue", "invalid argument"},
+    {CUDA_ERROR_MEMORY_ALLOCATION, "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation", "out of memory"},
+    {CUDA_ERROR_INVALID_CONFIGURATION, "CUDA_ERROR_INVALID_CONFIGURATION", "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {CUDA_ERROR_INVALID_DEVICE_FUNCTION, "CUDA_ERROR_INVALID_DEVICE_FUNCTION", "cudaErrorInvalidDeviceFunction",
+     "invalid device function"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "cudaErrorLaunchOutOfResources",
+     "too many resources requested for launch"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported", "operation not supported"},
+    {CUDA_ERROR_INVALID_CLUSTER_SIZE, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "cudaErrorInvalidClusterSize",
+     "a kernel launch error has occurred due to cluster misconfiguration"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown", "unknown error"},
+};
+
+static int emu_error_index(int code) {
+    for (unsigned i = 0; i < sizeof emu_errors / sizeof emu_errors[0]; i++)
+        if (emu_errors[i].code == code) return (int)i;
+    return -1;
+}
 
 static int emu_refuse(int code, const char *fmt, long a, long b, long c, long d) {
     snprintf(emu_refusal, sizeof emu_refusal, fmt, a, b, c, d);
@@ -529,11 +556,14 @@ int cudaGetLastError(void) { int e = emu_last_error; emu_last_error = 0; return 
 int cudaPeekAtLastError(void) { return emu_last_error; }
 
 const char *cudaGetErrorString(int code) {
-    if (!code) return "no error";
-    return emu_refusal[0] ? emu_refusal : (emu_error[0] ? emu_error : "emulated CUDA error");
+    int i = emu_error_index(code);
+    return i >= 0 ? emu_errors[i].text : "unrecognized error code";
 }
 
-const char *cudaGetErrorName(int code) { return code ? "cudaErrorEmulated" : "cudaSuccess"; }
+const char *cudaGetErrorName(int code) {
+    int i = emu_error_index(code);
+    return i >= 0 ? emu_errors[i].runtime_name : "cudaErrorUnknown";
+}
 
 /* Device memory is host memory here: the emulator reads and writes global memory at the host address. */
 int cudaMalloc(void **ptr, size_t size) {
@@ -576,11 +606,16 @@ int cuTensorMapEncodeTiled(void *tensor_map, int dtype, unsigned rank, void *add
 }
 
 int cuGetErrorString(int code, const char **text) {
-    *text = code ? "emulated CUDA driver error (the emulator's cuTensorMapEncodeTiled refused these arguments)" : "no error";
-    return 0;
+    int i = emu_error_index(code);
+    *text = i >= 0 ? emu_errors[i].text : 0;
+    return i >= 0 ? 0 : CUDA_ERROR_INVALID_VALUE;
 }
 
-int cuGetErrorName(int code, const char **text) { *text = code ? "CUDA_ERROR_EMULATED" : "CUDA_SUCCESS"; return 0; }
+int cuGetErrorName(int code, const char **text) {
+    int i = emu_error_index(code);
+    *text = i >= 0 ? emu_errors[i].name : 0;
+    return i >= 0 ? 0 : CUDA_ERROR_INVALID_VALUE;
+}
 int cuInit(unsigned flags) { return 0; }
 int cuDriverGetVersion(int *version) { *version = 13000; return 0; }
 

@@ -165,13 +165,20 @@ def place_inputs(gmem: GlobalMemory, data, m: int, n: int, k: int, l: int, probl
     return addresses
 
 
-def check_c(out: torch.Tensor, expected: torch.Tensor) -> tuple[bool, str]:
-    """The leaderboard's rule: |out - ref| <= 1e-3 + 1e-3 |ref|, NaN and inf must match."""
+def wrong_elements(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """Boolean, the shape of out: the elements the leaderboard's rule fails (|out - ref| > 1e-3 + 1e-3 |ref|, or NaN
+    or inf where the reference has none, or the other way)."""
     o, e = out.float(), expected.float()
     nan_ok = torch.isnan(o) == torch.isnan(e)
     inf_ok = torch.isinf(o) == torch.isinf(e)
     close = torch.isclose(o, e, rtol=1e-3, atol=1e-3, equal_nan=True)
-    bad = ~(close & nan_ok & inf_ok)
+    return ~(close & nan_ok & inf_ok)
+
+
+def check_c(out: torch.Tensor, expected: torch.Tensor) -> tuple[bool, str]:
+    """The leaderboard's rule: |out - ref| <= 1e-3 + 1e-3 |ref|, NaN and inf must match."""
+    o, e = out.float(), expected.float()
+    bad = wrong_elements(out, expected)
     if not bad.any():
         return True, "all elements within tolerance"
     idx = torch.nonzero(bad)[:5]

@@ -20,7 +20,11 @@ and the bridges stay out of the caller's process, and a crash of the file's host
    order; the first grid's prerequisite writes (programmatic dependent launch) are this call's C, as in the
    leaderboard's loop, each later grid's those of the grid before it.
 4. The output custom_kernel returns is checked against the reference under the leaderboard's tolerance: all of it, or
-   with `clusters` (a seeded choice of clusters per launch) the elements the emulated clusters stored.
+   with `clusters` (a seeded choice of clusters per launch) the elements the emulated clusters stored whose inputs
+   were all emulated. A sampled launch's clusters not emulated may write any byte of an allocation its emulated ones
+   wrote, and a sampled atomic sum is the other clusters' too: those bytes are unknown to later launches, and a
+   cluster that reads them (emu.Machine.watch_unknown), or an element an atomic of a sampled launch wrote, is left
+   out of the check, the report saying how many and why (`unchecked`); nothing left: status "unchecked".
 With timing, one call instead, each launch through the timed emulator (emu.timing.call.timed_run), its C checked on the
 clusters simulated; per call = the sum over the call's launches.
 
@@ -45,6 +49,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER_TIMEOUT_S = 24 * 3600
+# What a seeded schedule may reach after the B200-timing one matched, and the verdict then calls a race: C wrong, no
+# progress, an access the ISA leaves undefined (each one an interleaving the seeded scheduler drew)
+RACES = ("mismatch", "deadlock", "hazard")
 
 
 @dataclass
@@ -66,7 +73,10 @@ class LaunchRecord:
 @dataclass
 class RunnerResult:
     """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
-    implement a PTX form), "launch" (a B200 refuses a launch), "cannot-run" (construct, where), with timing
+    implement a PTX form), "launch" (a B200 refuses a launch), "refused" (the CUDA driver refused an argument of the
+    file's host code, as a B200's would, and the host code failed on it), "race" (C matched under the B200's modeled
+    timing, schedule b200, and a seeded schedule reached a failure: `race` says which and what; harness.verdict.
+    B200Timing), "cannot-run" (construct, where), with timing
     "unchecked" (the timed clusters' stores do not finish elements of the output, as a K slice of a split), or
     without emulation "captured" (the launches recorded, none run)."""
 
@@ -82,7 +92,9 @@ class RunnerResult:
     runs: list = field(default_factory=list)  # per schedule: {schedule, status, message, seconds, launches}
     notes: list = field(default_factory=list)  # emu.state.Note as dicts (rule, where, precedent, detail)
     bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
-    refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused
+    refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused (its documented rules)
+    race: dict = field(default_factory=dict)  # status "race": {"schedule", "status", "message"} of the seeded failure
+    unchecked: str = ""  # how many elements the emulated clusters stored are left out of the check, and why
     checked_elements: int = 0
     clusters_run: int = 0
     clusters_total: int = 0
@@ -96,32 +108,40 @@ class RunnerResult:
 
     @property
     def passed(self) -> bool:
-        return self.status == "match" and (self.allow_notes or not self.notes)
+        """C matched, and neither a note nor a race unless allowed: a race, like a note, breaks a rule of the PTX ISA
+        that B200-run kernels survive (design.md "Notes and hazards"); this package's kernel is failed on either."""
+        return (self.status == "match" and (self.allow_notes or not self.notes)) or (
+            self.status == "race" and self.allow_notes)
 
     @property
     def exit_code(self) -> int:
-        """0 passed, 1 C mismatched, 3 cannot run here (cannot-run, an unsupported PTX form), 2 anything else."""
+        """0 passed, 1 C mismatched, 3 cannot tell here (cannot-run, an unsupported PTX form, no element checkable),
+        2 anything else."""
         if self.passed:
             return 0
-        return {"mismatch": 1, "cannot-run": 3, "unsupported": 3}.get(self.status, 2)
+        return {"mismatch": 1, "cannot-run": 3, "unsupported": 3, "unchecked": 3}.get(self.status, 2)
 
     @property
     def verdict(self) -> str:
         if self.status == "match" and self.notes:
             return (f"MATCH with {len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
                     + ("" if self.allow_notes else " (FAILED: notes are not allowed unless --allow-notes)"))
+        if self.status == "race":
+            return (f"RACE (MATCH under b200, {self.race['status'].upper()} under {self.race['schedule']})"
+                    + ("" if self.allow_notes else " (FAILED: races are not allowed unless --allow-notes)"))
         return {"launch": "LAUNCH REFUSED", "cannot-run": "CANNOT RUN"}.get(self.status, self.status.upper())
 
     def summary(self) -> str:
         m, n, k, l = self.shape
-        if self.status == "cannot-run":
-            return f"emulated CANNOT RUN: {Path(self.submission).name}: {self.construct}" + (
+        if self.status in ("cannot-run", "refused"):
+            return f"emulated {self.verdict}: {Path(self.submission).name}: {self.construct or self.message}" + (
                 f" ({self.where})" if self.where else "")
         kernels = ", ".join(sorted({x["kernel"][:60] for x in self.launches})) or "no launch"
         return (f"emulated {self.verdict}: {Path(self.submission).name} {m}x{n}x{k}x{l} {self.mode}, "
                 f"{len(self.launches)} launch{'es' if len(self.launches) != 1 else ''} per call ({kernels}), "
                 f"{self.clusters_run}/{self.clusters_total} clusters, {len(self.runs)} schedule"
-                f"{'s' if len(self.runs) != 1 else ''}, {self.checked_elements} elements checked, "
+                f"{'s' if len(self.runs) != 1 else ''}, {self.checked_elements} elements checked"
+                f"{' (' + self.unchecked.split(':')[0] + ')' if self.unchecked else ''}, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
 
@@ -143,18 +163,21 @@ def run_submission(submission, shape: tuple, problem: str = "nvfp4_dual_gemm", m
 def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedules=None, sched_seed: int = 0,
               clusters="all", allow_notes: bool = False, timing: bool = False, costs: dict | None = None,
               prior_costs: bool = False, full_grid: bool = False, trace: str | None = None, emulate: bool = True,
-              variants=(), progress=None) -> list[RunnerResult]:
+              variants=(), progress=None, b200: bool = False) -> list[RunnerResult]:
     """Run the file at `submission` on each case ((m, n, k, l), mode, input seed[, schedules]) in one fresh worker
     process (the file is imported and compiled once); a result per case, in order. schedules (a case's own, else this
     one): as harness.verdict.schedules_for (None: the default verdict's six); with timing one schedule, timed.
     clusters: "all" or N, a seeded choice of N clusters of each launch (the output is then checked where they
     stored). emulate=False records the launches (status "captured") and runs none: what the file launches at a shape,
     in the time its host code takes. With timing, `variants` ([{name, overrides}], calibration.timing.variants) adds
-    one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}."""
+    one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}. b200 (not
+    with timing): the B200-timing schedule (harness.verdict.B200) first, then the seeded ones: a failure only they
+    reach is the verdict RACE."""
     from .verdict import schedules_for
 
     def plan(which):
-        return [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
+        names = [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
+        return ["b200"] + [n for n in names if n != "b200"] if b200 and not timing else names
     with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
         job = {"submission": str(Path(submission).resolve()), "problem": problem,
                "cases": [{"shape": list(case[0]), "mode": case[1], "input_seed": case[2],
@@ -346,8 +369,11 @@ class Worker:
 
     # ---- one call of custom_kernel
     def begin_call(self, schedule, c_address: int) -> None:
+        # stores: (address, bytes) the check of C trusts; excluded: those it must not (a cluster that read what no
+        # emulated cluster wrote, an atomic sum other clusters add to); unknown: merged (start, end) of global bytes a
+        # later launch cannot know, with why (clusters of an earlier launch not emulated write them)
         self.call = {"schedule": schedule, "launches": [], "stopped": None, "previous_writes": [c_address],
-                     "stores": [], "per_call_us": 0.0, "timed": []}
+                     "stores": [], "excluded": [], "unknown": [], "why": "", "per_call_us": 0.0, "timed": []}
 
     def on_launch(self, cap) -> None:
         """A launch the file's host code just made: run it (or, after a failed one, record it only), with torch as it
@@ -361,6 +387,8 @@ class Worker:
     def run_launch(self, cap) -> None:
         from emu import run_kernel
 
+        from .verdict import is_b200
+
         call = self.call
         if call is None:
             raise RuntimeError("a kernel launch outside custom_kernel (at import): the emulator runs the calls only")
@@ -373,11 +401,11 @@ class Worker:
         say(f"launch {index}: {cap.kernel_name[:70]} grid {cap.grid} block {cap.block} cluster {cap.cluster} "
             f"smem {cap.dynamic_smem}")
         gmem = host_memory(host_regions(self.standins))
-        if self.job["timing"]:
+        if self.job["timing"] or is_b200(call["schedule"]):
             self.timed_launch(cap, gmem, index)
             return
         run = run_kernel(cap, gmem, clusters=self.job["clusters"], schedule=call["schedule"],
-                         prerequisite_writes=call["previous_writes"])
+                         prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]))
         self.after_run(run.status, run.message, run.machine, run.clusters_run, run.clusters_total, index)
 
     def timed_launch(self, cap, gmem, index: int) -> None:
@@ -387,8 +415,10 @@ class Worker:
         call = self.call
         costs = cost_table.load(overrides={**self.variant, **self.job["costs"]}, prior=self.job["prior_costs"])
         trace = self.job["trace"]
-        timed = timed_run(cap, gmem, costs, call["schedule"].seed, self.job["full_grid"], bool(trace),
-                          prerequisite_writes=call["previous_writes"])
+        # the B200-timing schedule of a verdict on every cluster simulates every cluster, not one per wave
+        full = self.job["full_grid"] or (not self.job["timing"] and self.job["clusters"] == "all")
+        timed = timed_run(cap, gmem, costs, call["schedule"].seed, full, bool(trace),
+                          prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]))
         if timed.status == "completed":
             call["per_call_us"] += timed.per_call_us
             call["timed"].append({"launch": index, "line": timed.line(), "per_call_us": round(timed.per_call_us, 3),
@@ -412,13 +442,40 @@ class Worker:
             call.setdefault("notes", {}).update({(n.rule, n.where): n for n in machine.notes.values()})
             for key, value in machine.stats.items():
                 call.setdefault("stats", {})[key] = call.get("stats", {}).get(key, 0) + value
-            call["stores"] += list(machine.store_log)
+            self.sort_stores(machine, clusters_run < clusters_total, index)
             written = sorted({machine.gmem.allocation(addr)[0] for addr, _ in machine.store_log})
             call["previous_writes"] = written
         call["clusters"] = (call.get("clusters", (0, 0))[0] + clusters_run, call.get("clusters", (0, 0))[1]
                             + clusters_total)
         if status != "completed":
             call["stopped"] = (status, f"launch {index}: {message}")
+
+    def sort_stores(self, machine, sampled: bool, index: int) -> None:
+        """The launch's stores split into what the check of C may trust and what it may not, and the global bytes a
+        later launch of the call cannot know (harness/runner.py's module docstring, step 4): a sampled launch's
+        clusters not emulated may write any byte of an allocation its emulated clusters wrote; a tainted cluster's
+        stores (it read such bytes) and, sampled, an atomic's bytes (a sum the other clusters add to) are unknown too."""
+        call = self.call
+        tainted = machine.tainted
+        clean = [st for st, cid in zip(machine.store_log, machine.store_clusters) if cid not in tainted]
+        dirty = [st for st, cid in zip(machine.store_log, machine.store_clusters) if cid in tainted]
+        atomics = list(machine.atomic_log) if sampled else []
+        call["stores"] += clean
+        call["excluded"] += dirty + atomics
+        if tainted and not call["why"]:
+            cid, read = next(iter(tainted.items()))
+            call["why"] = (f"launch {index}'s cluster {cid} {read}, which clusters of an earlier launch that were not "
+                           "emulated write")
+        elif atomics and not call["why"]:
+            call["why"] = f"launch {index} adds to them with atomics from clusters that were not emulated too"
+        if not (sampled or dirty or call["unknown"]):
+            return  # every cluster ran on known memory: nothing later launches cannot know
+        unknown = merge_spans(call["unknown"] + to_spans(dirty) + to_spans(atomics))
+        if sampled:
+            allocations = {machine.gmem.allocation(addr) for addr, _ in clean}
+            unknown = merge_spans(unknown + [(base, base + size) for base, size in allocations])
+        atomic = set(atomics)
+        call["unknown"] = subtract_spans(unknown, to_spans([st for st in clean if st not in atomic]))
 
     # ---- the file and its verdict
     def run(self) -> list[RunnerResult]:
@@ -467,6 +524,8 @@ class Worker:
         self.call = None
         for s in self.standins:
             s.errors.clear()
+            s.refusals.clear()
+            s.limits.clear()
 
     def finish_case(self, t0: float) -> None:
         self.result.seconds = time.time() - t0
@@ -474,15 +533,26 @@ class Worker:
         self.result.refusals = [r for s in self.standins for r in s.refusals]
 
     def run_case(self, module) -> None:
-        """The verdict's schedules on the current case, each one call of custom_kernel."""
-        from .verdict import schedules_for
+        """The verdict's schedules on the current case, each one call of custom_kernel. With the B200-timing schedule
+        first: a failure there is the verdict; a failure only a seeded schedule reaches after it matched is RACE, the
+        schedule and the failure named (design.md "Verdict and schedules")."""
+        from .verdict import is_b200, schedules_for
 
         m, n, k, l = self.case["shape"]
         say(f"case {m}x{n}x{k}x{l} {self.case['mode']}")
         try:
-            for schedule in schedules_for(self.case["schedules"]):
+            plan = schedules_for(self.case["schedules"])
+            checked = 0
+            for schedule in plan:
                 if not self.one_call(module, schedule):
+                    if is_b200(plan[0]) and schedule is not plan[0] and self.result.status in RACES:
+                        self.result.race = {"schedule": schedule.name, "status": self.result.status,
+                                            "message": self.result.message}
+                        self.result.status, self.result.checked_elements = "race", checked
+                        self.result.message = (f"C matched under the B200's modeled timing (b200); under "
+                                               f"{schedule.name}: {self.result.message}")
                     break
+                checked = self.result.checked_elements
             figures = {}
             for variant in self.job.get("variants", []):  # each a call of its own, on fresh inputs
                 adopted = self.result.timed
@@ -566,15 +636,22 @@ class Worker:
         import numpy as np
         import torch
 
-        from .problems import check_c
+        from .problems import check_c, wrong_elements
 
         all_clusters = call["clusters"][0] == call["clusters"][1]
-        if all_clusters:
+        if all_clusters and not call["excluded"]:
             expected = reference.ref_kernel(data)
             ok, msg = check_c(out, expected)
             return ("match" if ok else "mismatch"), msg, out.numel()
         written = written_elements(out, call["stores"])
+        excluded = written_elements(out, call["excluded"]) if call["excluded"] else np.zeros_like(written)
+        written &= ~excluded
+        left_out = int(excluded.sum())
+        self.result.unchecked = (f"{left_out} elements the emulated clusters stored are not checked: {call['why']}"
+                                 if left_out else "")
         if not written.any():
+            if left_out:
+                return "unchecked", f"no element can be checked: {self.result.unchecked}", 0
             return "mismatch", "the emulated clusters stored no element of the output", 0
         m, n, l = out.shape
         checked = 0
@@ -589,11 +666,18 @@ class Worker:
                     want = self.problem.reference_tile(reference, data, rs, cs, b)
                     got = out[rs, cs, b]
                     sel = torch.from_numpy(np.ascontiguousarray(mask))
-                    ok, msg = check_c(got[sel], want[sel])
+                    bad = wrong_elements(got, want) & sel
                     checked += int(mask.sum())
-                    if not ok:
-                        return "mismatch", f"rows {i}:{rs.stop} cols {j}:{cs.stop}: {msg}", checked
-        return "match", f"{checked} elements stored by the emulated clusters", checked
+                    if bad.any():  # named by their coordinates in C, as the leaderboard's check names them
+                        at = torch.nonzero(bad)
+                        first = ", ".join(f"({i + int(r)}, {j + int(c)}, {b}) got {got[r, c].item():.6g} want "
+                                          f"{want[r, c].item():.6g}" for r, c in at[:5])
+                        rows, cols = at[:, 0] + i, at[:, 1] + j
+                        return "mismatch", (f"rows {i}:{rs.stop} cols {j}:{cs.stop}: {len(at)} of {int(mask.sum())} "
+                                            f"elements differ, rows {int(rows.min())}-{int(rows.max())}, columns "
+                                            f"{int(cols.min())}-{int(cols.max())}; first at {first}"), checked
+        return "match", f"{checked} elements stored by the emulated clusters" + (
+            f"; {self.result.unchecked}" if left_out else ""), checked
 
     def cannot_run(self, construct: str, where: str, message: str = "") -> RunnerResult:
         self.result.status, self.result.construct, self.result.where = "cannot-run", construct, where
@@ -621,6 +705,16 @@ class Worker:
             status, message = self.call["stopped"]
             self.result.status, self.result.message = status, message
             return self.result
+        raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        limit = next((x for st in self.standins for x in st.limits), "")
+        if limit:  # a B200's driver takes these arguments; the emulator cannot encode what it would
+            return self.cannot_run(f"the emulator's stand-in cannot encode what a B200's driver would: {limit}", where,
+                                   f"{limit}; the host code then raised {raised}")
+        driver = next((x for st in self.standins for x in st.refusals), "")
+        if driver:  # the driver refuses what the file asked, by its documented rules: the file's own failure
+            self.result.status, self.result.where = "refused", where
+            self.result.message = f"{driver}; the host code then raised {raised}"
+            return self.result
         refusal = next((s.last_refusal() for s in self.standins if s.last_refusal()), "")
         if refusal:
             self.result.status, self.result.message = "launch", f"a B200 refuses this launch: {refusal}"
@@ -628,6 +722,45 @@ class Worker:
         inner = next((err for st in self.standins for err in st.errors), "")  # what failed inside a callback
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400]
         return self.cannot_run(why + (f" ({inner[:400]})" if inner else ""), where, str(e)[-3000:])
+
+
+def to_spans(stores) -> list:
+    """(address, bytes) -> merged (start, end)."""
+    return merge_spans([(a, a + n) for a, n in stores if n])
+
+
+def merge_spans(spans) -> list:
+    """Sorted disjoint (start, end) covering every span given."""
+    out = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def subtract_spans(spans, cut) -> list:
+    """Merged `spans` less merged `cut`."""
+    out, j = [], 0
+    for lo, hi in spans:
+        while j < len(cut) and cut[j][1] <= lo:
+            j += 1
+        k = j
+        while lo < hi:
+            if k >= len(cut) or cut[k][0] >= hi:
+                out.append((lo, hi))
+                break
+            if cut[k][0] > lo:
+                out.append((lo, cut[k][0]))
+            lo = max(lo, cut[k][1])
+            k += 1
+    return out
+
+
+def spans(merged) -> list:
+    """Merged (start, end) -> (address, bytes)."""
+    return [(lo, hi - lo) for lo, hi in merged]
 
 
 def written_elements(out, stores):

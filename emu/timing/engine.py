@@ -367,7 +367,7 @@ class TimedMachine(IssueMerge, Machine):
                         self._push(self.now + self.costs.mbarrier_wake_latency, OP_EVENT, obj)
                         continue
                     cl.inflight.remove(op)
-                    self.current = op
+                    self.current, self.op_cluster = op, cl.clusterid
                     try:
                         op.run()
                     except EmulatorError as e:

@@ -10,7 +10,7 @@ import pytest
 from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
-from emu.tcgen05 import mma_block_scaled, tmem_alloc, tmem_copy_32x128b_warpx4
+from emu.tcgen05 import mma_block_scaled, tmem_alloc, tmem_copy
 from tests.emu.ptx_kit import kernel_text
 from tests.emu.test_tcgen05 import (AB_DESC, IDESC_128x64, IDESC_256x64, SF_DESC, Stage, desc_at, load_cta,
                                     make_cluster, place_sw128_tile, random_sf, read_d, ref_product)
@@ -29,8 +29,8 @@ def _setup(ncta, n, seed):
     half = n // ncta
     for v, cta in enumerate(ctas):
         load_cta(cta, a[128 * v:128 * v + 128], b1[half * v:half * v + half], sfa[128 * v:128 * v + 128], sfb)
-    tmem_copy_32x128b_warpx4(ctas, base + 256, desc_at(SF_DESC, Stage.SFA_BASE + 512 * KB))
-    tmem_copy_32x128b_warpx4(ctas, base + 260, desc_at(SF_DESC, Stage.SFB_BASE + 512 * KB))
+    tmem_copy(ctas, base + 256, desc_at(SF_DESC, Stage.SFA_BASE + 512 * KB))
+    tmem_copy(ctas, base + 260, desc_at(SF_DESC, Stage.SFB_BASE + 512 * KB))
     return rng, ctas, base, a, b1, sfa, sfb
 
 

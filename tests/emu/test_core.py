@@ -54,6 +54,34 @@ $L__X:
     assert isinstance(parse_module(kernel_text("mov.u64 %rd1, out;")).instrs[0].operands[1], Sym)
 
 
+def test_statements_end_at_semicolons_not_at_line_ends():
+    """PTX ISA 4.3: a statement ends with ';', whatever lines it spans; inline asm written "opcode\\n operands;" puts
+    an opcode on one line and its operands on the next (jIab-b's tcgen05.mma), and a vector operand's '{' may open a
+    line. Debugging directives (.loc) end at their line. A statement is numbered by its first line."""
+    text = kernel_text(STORE_TID + """
+    .loc 1 7 0
+    mov.b32 %r2,
+        7;
+    {
+    .reg .pred P1;
+    setp.ne.b32 P1, %r2, 0;
+    @P1 mov.b64
+    %rd4,
+    {%r2, %r2};
+    }
+    add.s32 %r3, %r2, 1; st.global.u32
+    [%rd3], %r3;
+    ret;
+""")
+    k = parse_module(text)
+    ops = [(i.opcode, len(i.operands)) for i in k.instrs]
+    assert ops[4:8] == [("mov.b32", 2), ("setp.ne.b32", 3), ("mov.b64", 2), ("add.s32", 3)]
+    assert k.instrs[6].operands[1] == Vec((Reg("%r2"), Reg("%r2"))) and k.instrs[6].guard is not None
+    assert k.instrs[4].line == text.split("\n").index("    mov.b32 %r2,") + 1
+    out, _ = run_ptx(text, threads=32)
+    assert (out[:32] == 8).all()
+
+
 def test_unsupported_forms_are_named_with_their_line():
     k = parse_module(kernel_text("    add.s32 %r1, %r2, %r3;\n    tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r3, %p1;\n"
                                  "    vote.sync.any.pred %p1, %p2, -1;"))

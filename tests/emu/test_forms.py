@@ -345,3 +345,20 @@ def test_div_16_bit_truncates_toward_zero(ty):
 """), [words])
     got = out.view(np.int32 if ty == "s16" else np.uint32)[:4]
     assert got.tolist() == [int(a / b) for a, b in pairs]  # Python's a / b then int(): truncation toward zero
+
+
+def test_rem_keeps_the_dividend_s_sign_and_refuses_zero():
+    """rem.{s,u}32 (PTX ISA 9.7.1 "rem": the remainder of div's truncating division, so C's %): (13 - t) rem 5 and
+    t rem 7; a zero divisor is unspecified, a Hazard as div's."""
+    out, _ = run_ptx(kernel(STORE_TID + """
+    sub.s32 %r2, 13, %r1;
+    rem.s32 %r3, %r2, 5;
+    rem.u32 %r4, %r1, 7;
+    st.global.u32 [%rd3], %r3;
+    st.global.u32 [%rd3+128], %r4;
+    ret;
+"""), [NO_INPUT], threads=32)
+    t = np.arange(32)
+    assert (out[:32].view(np.int32) == np.fmod(13 - t, 5)).all() and (out[32:64] == t % 7).all()
+    with pytest.raises(Hazard):
+        run_ptx(kernel(STORE_TID + "    rem.u32 %r4, %r1, 0;\n    ret;\n"), [NO_INPUT], threads=32)

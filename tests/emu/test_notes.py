@@ -11,7 +11,7 @@ import pytest
 from emu import precedents
 from emu.machine import Deadlock
 from emu.state import Cluster, Cta, Hazard
-from emu.tcgen05 import tmem_alloc, tmem_load_32x32b
+from emu.tcgen05 import tmem_alloc, tmem_load
 from emu.tma import encode_tensor_map
 from tests.emu.ptx_kit import WAIT, kernel_text, run_ptx
 
@@ -194,13 +194,13 @@ def test_tmem_outside_the_allocation_is_a_note_with_a_machine_and_a_hazard_witho
     cl.ctas.append(cta)
     col = tmem_alloc([cta], 256)
     with pytest.raises(Hazard, match="not inside one tensor-memory allocation"):
-        tmem_load_32x32b(cta, col + 256, 0, 16)  # a bare cluster has no machine to file notes: strict
+        tmem_load(cta, col + 256, 0, 16)  # a bare cluster has no machine to file notes: strict
     seen = []
     cl.machine = SimpleNamespace(note=lambda *a: seen.append(a), where_now=lambda brief=False: "here")
-    tmem_load_32x32b(cta, col + 256, 0, 16)  # arseni's 304 of 256 columns
+    tmem_load(cta, col + 256, 0, 16)  # arseni's 304 of 256 columns
     assert seen and seen[0][0] == "tmem-outside-allocation" and seen[0][2] == precedents.ARSENI_TMEM_COLUMNS
     with pytest.raises(Hazard, match="outside tensor memory"):
-        tmem_load_32x32b(cta, 500, 0, 16)  # past column 511 stays a hazard
+        tmem_load(cta, 500, 0, 16)  # past column 511 stays a hazard
 
 
 def test_tcgen05_ld_lane_field_of_another_quadrant_is_a_note():

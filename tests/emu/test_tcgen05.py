@@ -21,10 +21,10 @@ from emu.tcgen05 import (
     read_operand,
     tmem_alloc,
     tmem_check_all_freed,
-    tmem_copy_32x128b_warpx4,
+    tmem_copy,
     tmem_dealloc,
-    tmem_load_16x256b,
-    tmem_load_32x32b,
+    tmem_fragment,
+    tmem_load,
     tmem_relinquish,
     tmem_store,
 )
@@ -104,7 +104,7 @@ def read_d(cta, d_col, n):
     for w in range(4):
         for c0 in range(0, n, 128):
             w_n = min(128, n - c0)
-            out[32 * w:32 * w + 32, c0:c0 + w_n] = tmem_load_32x32b(cta, (32 * w << 16) | (d_col + c0), w, w_n)
+            out[32 * w:32 * w + 32, c0:c0 + w_n] = tmem_load(cta, (32 * w << 16) | (d_col + c0), w, w_n, "32x32b")
     return out.view(np.float32)
 
 
@@ -243,9 +243,9 @@ def test_cp_32x128b_warpx4_then_read_back():
     col = tmem_alloc([cta], 64)
     atom = rng.integers(0, 256, 512, dtype=np.uint8)
     cta.smem[0x2000:0x2200] = atom
-    tmem_copy_32x128b_warpx4([cta], col + 8, desc_at(SF_DESC, 0x2000))
+    tmem_copy([cta], col + 8, desc_at(SF_DESC, 0x2000))
     for w in range(4):
-        regs = tmem_load_32x32b(cta, (32 * w << 16) | (col + 8), w, 4)  # [32 threads, 4 words]
+        regs = tmem_load(cta, (32 * w << 16) | (col + 8), w, 4, "32x32b")  # [32 threads, 4 words]
         got = regs.view(np.uint8).reshape(32, 16)  # little-endian bytes of each lane's 4 words
         np.testing.assert_array_equal(got, atom.reshape(32, 16))  # lane 32w + r holds row r's 16 bytes
     assert np.all(cta.tmem[:, col + 12:] == POISON_WORD)
@@ -256,7 +256,7 @@ def test_cp_cta_group_2_copies_each_ctas_own_smem():
     col = tmem_alloc(ctas, 32)
     for i, cta in enumerate(ctas):
         cta.smem[0x400:0x600] = i + 1
-    tmem_copy_32x128b_warpx4(ctas, col, desc_at(SF_DESC, 0x400))
+    tmem_copy(ctas, col, desc_at(SF_DESC, 0x400))
     assert np.all(ctas[0].tmem[:, col:col + 4] == 0x01010101)
     assert np.all(ctas[1].tmem[:, col:col + 4] == 0x02020202)
 
@@ -266,17 +266,17 @@ def test_ld_quadrant_rule_and_allocation():
     cta = make_cluster(1).ctas[0]
     col = tmem_alloc([cta], 32)
     cta.tmem[:, col] = np.arange(128, dtype=np.uint32)
-    assert (tmem_load_32x32b(cta, (64 << 16) | col, 2, 1)[:, 0] == np.arange(64, 96)).all()  # warp 2: lanes 64..95
-    assert (tmem_load_32x32b(cta, (64 << 16) | col, 6, 1)[:, 0] == np.arange(64, 96)).all()  # warp 6 likewise
+    assert (tmem_load(cta, (64 << 16) | col, 2, 1, "32x32b")[:, 0] == np.arange(64, 96)).all()  # warp 2: lanes 64..95
+    assert (tmem_load(cta, (64 << 16) | col, 6, 1, "32x32b")[:, 0] == np.arange(64, 96)).all()  # warp 6 likewise
     # a field naming another quadrant reads the warp's own (novus677's epilogue, gau-nernst v2's odd CTA)
-    assert (tmem_load_32x32b(cta, (0 << 16) | col, 1, 1)[:, 0] == np.arange(32, 64)).all()
-    assert (tmem_load_32x32b(cta, (128 << 16) | col, 3, 1)[:, 0] == np.arange(96, 128)).all()
+    assert (tmem_load(cta, (0 << 16) | col, 1, 1, "32x32b")[:, 0] == np.arange(32, 64)).all()
+    assert (tmem_load(cta, (128 << 16) | col, 3, 1, "32x32b")[:, 0] == np.arange(96, 128)).all()
     assert tcgen05.tmem_ld_first_lane(16, 1, 16, "ld") == (48, True)
     assert tcgen05.tmem_ld_first_lane(32 + 16, 1, 16, "ld") == (48, False)
     with pytest.raises(Hazard, match=r"lane offset 16: 32 lanes from there leave the warp's 32-lane quadrant"):
-        tmem_load_32x32b(cta, (16 << 16) | col, 0, 1)  # 32 lanes from offset 16 leave the quadrant
+        tmem_load(cta, (16 << 16) | col, 0, 1, "32x32b")  # 32 lanes from offset 16 leave the quadrant
     with pytest.raises(Hazard, match=r"columns \[16, 48\) are not inside one tensor-memory allocation"):
-        tmem_load_32x32b(cta, col + 16, 0, 32)  # columns 16..47 run past the 32-column allocation
+        tmem_load(cta, col + 16, 0, 32, "32x32b")  # columns 16..47 run past the 32-column allocation
 
 
 def test_alloc_rules():
@@ -350,8 +350,8 @@ def test_mma_1cta(n, idesc, upper):
     load_cta(cta, a, b, sfa, sfb)
     expect = None
     for kb in (2, 0):  # first MMA overwrites (k-block 2), second accumulates (k-block 0)
-        tmem_copy_32x128b_warpx4([cta], sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
-        tmem_copy_32x128b_warpx4([cta], sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
+        tmem_copy([cta], sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
+        tmem_copy([cta], sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
         mma_block_scaled([cta], d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
                          idesc, sfa_col, sfb_col + (2 if upper else 0), accumulate=expect is not None, kind="mxf4nvf4")
         ks, ss = slice(64 * kb, 64 * kb + 64), slice(4 * kb, 4 * kb + 4)
@@ -373,8 +373,8 @@ def test_mma_2cta(n, idesc):
         load_cta(cta, a[128 * v:128 * v + 128], b[half * v:half * v + half], sfa[128 * v:128 * v + 128], sfb)
     expect = None
     for kb in (1, 3):
-        tmem_copy_32x128b_warpx4(ctas, sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
-        tmem_copy_32x128b_warpx4(ctas, sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
+        tmem_copy(ctas, sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
+        tmem_copy(ctas, sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
         mma_block_scaled(ctas, d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
                          idesc, sfa_col, sfb_col, accumulate=expect is not None, kind="mxf4nvf4")
         ks, ss = slice(64 * kb, 64 * kb + 64), slice(4 * kb, 4 * kb + 4)
@@ -389,8 +389,8 @@ def _ready_1cta(n=64):
     tmem_alloc([cta], 512)
     load_cta(cta, rng.integers(0, 16, (128, 256), dtype=np.uint8), rng.integers(0, 16, (n, 256), dtype=np.uint8),
              random_sf(rng, 128), random_sf(rng, 128))
-    tmem_copy_32x128b_warpx4([cta], 256, desc_at(SF_DESC, Stage.SFA_BASE))
-    tmem_copy_32x128b_warpx4([cta], 264, desc_at(SF_DESC, Stage.SFB_BASE))
+    tmem_copy([cta], 256, desc_at(SF_DESC, Stage.SFA_BASE))
+    tmem_copy([cta], 264, desc_at(SF_DESC, Stage.SFB_BASE))
     return cta
 
 
@@ -489,12 +489,12 @@ def test_mma_2cta_needs_scales_in_both_ctas():
     for cta in ctas:
         load_cta(cta, rng.integers(0, 16, (128, 256), dtype=np.uint8), rng.integers(0, 16, (32, 256), dtype=np.uint8),
                  random_sf(rng, 128), random_sf(rng, 128))
-    tmem_copy_32x128b_warpx4(ctas, 256, desc_at(SF_DESC, Stage.SFA_BASE))
-    tmem_copy_32x128b_warpx4(ctas[:1], 260, desc_at(SF_DESC, Stage.SFB_BASE))  # SFB copied into the even CTA only
+    tmem_copy(ctas, 256, desc_at(SF_DESC, Stage.SFA_BASE))
+    tmem_copy(ctas[:1], 260, desc_at(SF_DESC, Stage.SFB_BASE))  # SFB copied into the even CTA only
     with pytest.raises(Hazard, match=r"SFB: reads tensor memory columns \[260, 262\) of CTA \(1, 0, 0\) that hold no data"):
         mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                          256, 260, False, "mxf4nvf4")
-    tmem_copy_32x128b_warpx4(ctas, 260, desc_at(SF_DESC, Stage.SFB_BASE))
+    tmem_copy(ctas, 260, desc_at(SF_DESC, Stage.SFB_BASE))
     mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                      256, 260, False, "mxf4nvf4")
 
@@ -514,7 +514,7 @@ def test_ld_16x256b_fragment():
     col = tmem_alloc([cta], 32)
     lanes, cols = np.meshgrid(np.arange(TMEM_LANES), np.arange(512), indexing="ij")
     cta.tmem[:, :] = (lanes << 16 | cols).astype(np.uint32)
-    v = tmem_load_16x256b(cta, (48 << 16) | col, 1, 2)  # warp 1, lanes 48..63, 2 repetitions
+    v = tmem_load(cta, (48 << 16) | col, 1, 2, "16x256b")  # warp 1, lanes 48..63, 2 repetitions
     assert v.shape == (32, 8)
     for t in range(32):
         for r in range(8):
@@ -522,7 +522,7 @@ def test_ld_16x256b_fragment():
             assert v[t, r] >> 16 == 48 + t // 4 + 8 * h
             assert v[t, r] & 0xFFFF == col + 8 * i + 2 * (t % 4) + c
     with pytest.raises(Hazard, match=r"16x256b by warp 1 at lane offset 24: 16 lanes from there leave the warp's 32-lane quadrant"):
-        tmem_load_16x256b(cta, (56 << 16) | col, 1, 1)  # lanes 56..71 cross out of warp 1's quadrant
+        tmem_load(cta, (56 << 16) | col, 1, 1, "16x256b")  # lanes 56..71 cross out of warp 1's quadrant
 
 
 def test_lane_field_above_127_reads_the_warps_quadrant():
@@ -533,27 +533,31 @@ def test_lane_field_above_127_reads_the_warps_quadrant():
         tmem_alloc([cta], 32)
         cta.tmem[:, :32] = np.arange(TMEM_LANES, dtype=np.uint32)[:, None]
     odd, even = cl.ctas[1], cl.ctas[0]
-    v = tmem_load_32x32b(odd, (128 + 64) << 16, 2, 1)
+    v = tmem_load(odd, (128 + 64) << 16, 2, 1, "32x32b")
     assert (v[:, 0] == np.arange(64, 96)).all()
-    v = tmem_load_16x256b(odd, (128 + 16) << 16, 0, 1)
+    v = tmem_load(odd, (128 + 16) << 16, 0, 1, "16x256b")
     assert v[0, 0] == 16
-    v = tmem_load_32x32b(even, (128 + 64) << 16, 2, 1)
+    v = tmem_load(even, (128 + 64) << 16, 2, 1, "32x32b")
     assert (v[:, 0] == np.arange(64, 96)).all()
     with pytest.raises(Hazard, match=r"16x256b by warp 0 at lane offset 24: 16 lanes from there leave the warp's 32-lane quadrant"):
-        tmem_load_16x256b(odd, (128 + 24) << 16, 0, 1)  # offset 24 + 16 lanes leave the quadrant
+        tmem_load(odd, (128 + 24) << 16, 0, 1, "16x256b")  # offset 24 + 16 lanes leave the quadrant
 
 
 # ------------------------------------------------------------------ tcgen05.st
-@pytest.mark.parametrize("shape, num, per_rep", [("32x32b", 4, 1), ("16x256b", 2, 4)])
+@pytest.mark.parametrize("shape, num, per_rep", [("32x32b", 4, 1), ("16x256b", 2, 4), ("16x64b", 2, 1),
+                                                 ("16x128b", 2, 2), ("16x32bx2", 2, 1)])
 def test_st_writes_what_ld_of_the_same_shape_reads(shape, num, per_rep):
-    """PTX ISA 9.7.16.8.4: tcgen05.st moves the same matrix fragments as tcgen05.ld of its shape, the other way."""
+    """PTX ISA 9.7.16.8.4: tcgen05.st moves the same matrix fragments as tcgen05.ld of its shape, the other way; each
+    shape's fragment covers its lanes x columns once (a bijection)."""
     cta = Cta((0, 0, 0), 0, None, np.zeros(1024, np.uint8))
     col = tmem_alloc([cta], 32)
     values = np.arange(32 * num * per_rep, dtype=np.uint32).reshape(32, num * per_rep) + 7
-    tmem_store(cta, (32 << 16) | col, 1, num, shape, values)  # warp 1: its quadrant, lanes 32..
-    load = tmem_load_16x256b if shape == "16x256b" else tmem_load_32x32b
-    assert (load(cta, (32 << 16) | col, 1, num) == values).all()
+    half = 8 if shape == "16x32bx2" else 0
+    tmem_store(cta, (32 << 16) | col, 1, num, shape, values, half_offset=half)  # warp 1: its quadrant, lanes 32..
+    assert (tmem_load(cta, (32 << 16) | col, 1, num, shape, half_offset=half) == values).all()
     assert (cta.tmem[:32] == POISON_WORD).all()  # warp 0's quadrant untouched
+    lanes, cols = tmem_fragment(shape, num, half)
+    assert len({(a, b) for a, b in zip(lanes.ravel(), cols.ravel())}) == lanes.size  # no cell twice
     with pytest.raises(Hazard, match="quadrant"):
         tmem_store(cta, (16 << 16) | col, 0, num, "32x32b", values[:, :num])
 
@@ -588,3 +592,103 @@ def test_st_lands_at_wait_st():
     assert (ran.words[:32] == np.arange(32) + 100).all()
     ran = run_ptx(kernel_text(ST_THEN_LD.replace("    WAIT_ST\n", "")), threads=32)
     assert (ran.words[:32] == POISON_WORD).all()
+
+
+def test_ld_fragments_are_cutlass_s():
+    """Spot values of each shape's map (CUTLASS copy_traits_sm100.hpp, DstLayout of SM100_TMEM_LOAD_*1x): thread t,
+    register r -> (lane, column)."""
+    at = lambda shape, t, r, num=1, half=0: tuple(int(x[t, r]) for x in tmem_fragment(shape, num, half))  # noqa: E731
+    assert at("16x64b", 1, 0) == (8, 0) and at("16x64b", 2, 0) == (0, 1) and at("16x64b", 5, 1, 2) == (9, 2)
+    assert at("16x128b", 6, 1) == (9, 2) and at("16x128b", 3, 2, 2) == (0, 7)
+    assert at("16x256b", 5, 3) == (9, 3) and at("16x256b", 0, 4, 2) == (0, 8)
+    assert at("16x32bx2", 17, 1, 2, 40) == (1, 41) and at("32x32b", 9, 3, 4) == (9, 3)
+
+
+def test_pack_16b_joins_the_low_halves_of_two_adjacent_columns():
+    """.pack::16b (tcgen05.ld) / .unpack::16b (tcgen05.st): a register holds the low 16 bits of columns 2c (its low
+    half) and 2c + 1 (CUTLASS SM100_TMEM_LOAD_32dp32b1x_16b); a store leaves the columns' upper halves as they were."""
+    cta = Cta((0, 0, 0), 0, None, np.zeros(1024, np.uint8))
+    col = tmem_alloc([cta], 32)
+    cta.tmem[:, col:col + 4] = (np.arange(4, dtype=np.uint32) + 1) * 0x10001 + (np.arange(128, dtype=np.uint32) << 8)[:, None]
+    words = tmem_load(cta, col, 0, 2, "32x32b", pack=True)  # 2 registers over columns 0-3
+    assert words.shape == (32, 2) and words[5, 1] == ((int(cta.tmem[5, col + 2]) & 0xFFFF) | (int(cta.tmem[5, col + 3]) & 0xFFFF) << 16)
+    tmem_store(cta, col, 0, 2, "32x32b", np.full((32, 2), 0xBEEF1234, np.uint32), pack=True)
+    assert cta.tmem[3, col + 2] & 0xFFFF == 0x1234 and cta.tmem[3, col + 3] & 0xFFFF == 0xBEEF
+    assert cta.tmem[3, col + 3] >> 16 == (4 * 0x10001 + (3 << 8)) >> 16  # the upper half kept
+
+
+def test_every_ld_st_shape_decodes_and_round_trips_in_ptx():
+    """The forms PTX ISA 9.7.16.8.3-4 define beside .32x32b: .16x64b, .16x128b, .16x32bx2 (its immHalfSplitoff
+    operand: after the address for ld, before the registers for st) and .unpack::16b / .pack::16b, run through the
+    decoder: a store then a load of the same form gives the stored words back."""
+    from tests.emu.ptx_kit import kernel_text, run_ptx
+
+    forms = [("16x64b.x1", "", "{%r2}", "{%r3}"), ("16x128b.x1", "", "{%r2, %r2}", "{%r3, %r4}"),
+             ("16x32bx2.x1", ", 2", "{%r2}", "{%r3}"), ("32x32b.x1", "", "{%r2}", "{%r3}")]
+    for form, half, src, dst in forms:
+        for unpack, pack in (("", ""), (".unpack::16b", ".pack::16b")):
+            body = ST_THEN_LD.replace("WAIT_ST", "tcgen05.wait::st.sync.aligned;").replace(
+                "tcgen05.st.sync.aligned.32x32b.x1.b32 [%r20], {%r2};",
+                f"tcgen05.st.sync.aligned.{form}{unpack}.b32 [%r20]{half}, {src};").replace(
+                "tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r3}, [%r20];",
+                f"tcgen05.ld.sync.aligned.{form}{pack}.b32 {dst}, [%r20]{half};")
+            ran = run_ptx(kernel_text(body), threads=32)
+            assert (ran.words[:32] == np.arange(32) + 100).all(), (form, pack)
+
+
+@pytest.mark.parametrize("shape, multicast, lanes_of_row", [
+    ("128x256b", None, lambda r: [r]), ("128x128b", None, lambda r: [r]), ("4x256b", None, lambda r: [32 * r]),
+    ("64x128b", "warpx2::02_13", lambda r: [r, r + 64]),
+    ("64x128b", "warpx2::01_23", lambda r: [64 * (r // 32) + r % 32, 64 * (r // 32) + r % 32 + 32]),
+    ("32x128b", "warpx4", lambda r: [r, r + 32, r + 64, r + 96])])
+def test_cp_shapes_land_each_source_row_in_its_lanes(shape, multicast, lanes_of_row):
+    """tcgen05.cp of every shape and multicast (PTX ISA 9.7.16.9.2): source row r (canonical K-major, no swizzle: 8-row
+    core matrices SBO apart, 16-byte chunks LBO apart) lands in the lanes of the ISA's data-movement figures (Apache
+    TVM's table), byte b in column b // 4; lanes of no row keep what they held."""
+    rows, row_bytes = tcgen05.CP_SHAPES[(shape, multicast)]
+    cta = Cta((0, 0, 0), 0, None, np.zeros(65536, np.uint8))
+    col = tmem_alloc([cta], 32)
+    desc = 0x400000000000 | (1024 >> 4) << 32 | (128 >> 4) << 16  # SBO 1024, LBO 128
+    r = np.arange(rows)[:, None]
+    j = np.arange(row_bytes)[None, :]
+    addrs = 0x2000 + (r // 8) * 1024 + (r % 8) * 16 + (j // 16) * 128 + j % 16
+    cta.smem[addrs] = ((r * 7 + j) % 251).astype(np.uint8)
+    tcgen05.tmem_copy([cta], col, desc_at(desc, 0x2000), shape, multicast)
+    written = set()
+    for row in range(rows):
+        want = ((row * 7 + np.arange(row_bytes)) % 251).astype(np.uint8).view("<u4")
+        for lane in lanes_of_row(row):
+            assert (cta.tmem[lane, col:col + row_bytes // 4] == want).all(), (row, lane)
+            written.add(lane)
+    assert all((cta.tmem[lane, col:col + 8] == POISON_WORD).all() for lane in set(range(128)) - written)
+
+
+def test_cp_forms_decode_and_decompression_is_named():
+    """PTX: tcgen05.cp.cta_group::1.128x256b (jIab-b's s_cp.py) decodes; the decompressing forms are unsupported by
+    name (what the emulator lacks, not the file's fault)."""
+    from emu.isa import decode_kernel
+    from emu.ptx import parse_module
+    from tests.emu.ptx_kit import kernel_text
+
+    decode_kernel(parse_module(kernel_text("    tcgen05.cp.cta_group::1.128x256b [%r1], %rd1;\n"
+                                           "    tcgen05.cp.cta_group::2.64x128b.warpx2::01_23 [%r1], %rd1;\n    ret;")))
+    with pytest.raises(Unsupported, match="decompression b4x16_p64, b8x16"):
+        decode_kernel(parse_module(kernel_text("    tcgen05.cp.cta_group::1.128x128b.b8x16.b4x16_p64 [%r1], %rd1;\n")))
+
+
+def test_a_in_tensor_memory_is_the_shared_operand_cp_128x256b_copied():
+    """tcgen05.mma's [a-tmem] form (PTX ISA 9.7.16.10.9.1): A read from tensor memory after tcgen05.cp.128x256b
+    copied it there (jIab-b's s_cp.py) is, element for element, the A the shared-memory form reads through the same
+    canonical layout; unwritten columns are a Hazard."""
+    cta = Cta((0, 0, 0), 0, None, np.zeros(65536, np.uint8))
+    col = tmem_alloc([cta], 32)
+    desc = 0x400000000000 | (1024 >> 4) << 32 | (128 >> 4) << 16  # no swizzle, SBO 1024, LBO 128
+    rng = np.random.default_rng(3)
+    sd = tcgen05.decode_smem_descriptor(desc_at(desc, 0x2000))
+    addrs = tcgen05.operand_byte_addresses(sd, 128, 32)
+    cta.smem[addrs] = rng.integers(0, 256, addrs.shape, dtype=np.uint8)
+    with pytest.raises(Hazard, match="hold no data"):
+        tcgen05.tmem_a_operand(cta, col, 64)
+    tcgen05.tmem_copy([cta], col, desc_at(desc, 0x2000), "128x256b", None)
+    from_smem = tcgen05.read_operand(lambda a, n: cta.smem[a:a + n], sd, 128, 64, 4)
+    assert (tcgen05.tmem_a_operand(cta, col, 64) == from_smem).all()

@@ -213,14 +213,30 @@ def test_stand_ins_launch_what_a_b200_launches(stubs):
     ({"block": (2048, 1, 1)}, {}, 9, "per-block limits"),
     ({"block": (1024, 1, 1)}, {"ptx": STUB_PTX.replace(".reqntid 192, 1, 1\n", ""), "registers": 255}, 701,
      "per block"),
-    ({"grid": (16, 1, 1), "cluster": (9, 1, 1)}, {}, 913, "cluster of 9 CTAs > 8"),
-    ({"grid": (17, 1, 1), "cluster": (17, 1, 1)}, {"nonportable": 1}, 913, "cluster of 17 CTAs > 16"),
-    ({"grid": (3, 1, 1), "cluster": (2, 1, 1)}, {}, 913, "not a multiple of the cluster"),
+    ({"grid": (16, 1, 1), "cluster": (9, 1, 1)}, {}, 912, "cluster of 9 CTAs > 8"),
+    ({"grid": (17, 1, 1), "cluster": (17, 1, 1)}, {"nonportable": 1}, 912, "cluster of 17 CTAs > 16"),
+    ({"grid": (3, 1, 1), "cluster": (2, 1, 1)}, {}, 912, "not a multiple of the cluster"),
 ])
 def test_stand_ins_refuse_what_a_b200_refuses(stubs, kwargs, prime_kw, code, words):
     prime(stubs, **prime_kw)
     rc, refusal = try_launch(stubs, **kwargs)
     assert rc == code and words in refusal, (rc, refusal)
+
+
+@pytest.mark.parametrize("code,name,text", [
+    (1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"),  # GPU MODE's B200: "Scale tensormap failed: invalid argument"
+    (9, "CUDA_ERROR_INVALID_CONFIGURATION", "invalid configuration argument"),
+    (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"),
+    (912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "a kernel launch error has occurred due to cluster misconfiguration"),
+])
+def test_stand_ins_name_an_error_in_the_driver_s_words(stubs, code, name, text):
+    """Host code that prints a refused call's error prints what it prints on a B200: cuGetErrorString /
+    cudaGetErrorString give the driver's and the runtime's words, not the emulator's reason (kept in emu_refusal)."""
+    out = ctypes.c_char_p()
+    assert stubs.cuGetErrorString(code, ctypes.byref(out)) == 0 and out.value.decode() == text
+    assert stubs.cuGetErrorName(code, ctypes.byref(out)) == 0 and out.value.decode() == name
+    stubs.cudaGetErrorString.restype = ctypes.c_char_p
+    assert stubs.cudaGetErrorString(code).decode() == text
 
 
 CLUSTER_PTX = STUB_PTX.replace(".reqntid 192, 1, 1\n", ".reqntid 192, 1, 1\n.explicitcluster\n.reqnctapercluster 2, 1, 1\n")
@@ -229,8 +245,8 @@ CLUSTER_PTX = STUB_PTX.replace(".reqntid 192, 1, 1\n", ".reqntid 192, 1, 1\n.exp
 @pytest.mark.parametrize("grid, cluster, code, words, launched", [
     ((4, 1, 1), None, 0, "", (2, 1, 1)),  # <<<>>>: the compile-time shape (gau-nernst's v2: __cluster_dims__(2, 1, 1))
     ((4, 1, 1), (2, 1, 1), 0, "", (2, 1, 1)),  # the same shape asked again
-    ((4, 1, 1), (1, 1, 1), 913, "compile-time cluster", None),
-    ((3, 1, 1), None, 913, "not a multiple of the cluster", None),
+    ((4, 1, 1), (1, 1, 1), 912, "compile-time cluster", None),
+    ((3, 1, 1), None, 912, "not a multiple of the cluster", None),
 ])
 def test_a_compile_time_cluster_shape_is_the_launch_s(stubs, grid, cluster, code, words, launched):
     """PTX ISA 11.4 .reqnctapercluster (CUDA's __cluster_dims__): the launch runs in clusters of that shape with or

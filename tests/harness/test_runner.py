@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cuda_build import compiler_missing
-from harness.runner import is_package_kernel, run_cases, run_submission
+from harness.runner import is_package_kernel, merge_spans, run_cases, run_submission, subtract_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
@@ -69,6 +69,13 @@ def test_cases_share_one_import():
 def test_only_this_package_kernel_takes_the_config_path():
     assert is_package_kernel(ROOT / "submission.py") and is_package_kernel(ROOT / "nvfp4_gemm" / "submission.py")
     assert not is_package_kernel(DSL_FILE) and not is_package_kernel(CUDA_FILE)
+
+
+def test_spans_merge_and_subtract():
+    """The interval arithmetic of the global bytes a later launch cannot know (Worker.sort_stores)."""
+    assert merge_spans([(10, 20), (0, 5), (5, 8), (15, 30)]) == [(0, 8), (10, 30)]
+    assert subtract_spans([(0, 8), (10, 30)], [(2, 4), (6, 12), (20, 40)]) == [(0, 2), (4, 6), (12, 20)]
+    assert subtract_spans([(0, 8)], []) == [(0, 8)] and subtract_spans([(0, 8)], [(0, 8)]) == []
 
 
 @pytest.mark.slow
@@ -131,6 +138,219 @@ def test_launch_a_b200_refuses_is_reported(tmp_path):
     f.write_text(FAST_CUDA.format(name="too_much_smem", body="k<<<1, 32, 300000>>>(x);"))
     res = run_submission(f, SMALL, schedules=1)
     assert res.status == "launch" and res.exit_code == 2 and "300000" in res.message, res.summary()
+
+
+REFUSED_MAP = '''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda.h>
+extern "C" int encode(void *scales, const char **text) {
+  alignas(64) CUtensorMap map;
+  cuuint64_t dims[2] = {448, 128}, strides[1] = {448};
+  cuuint32_t box[2] = {4, 128}, element_strides[2] = {1, 1};  // 4 bytes of UINT8 a row: not a multiple of 16
+  CUresult rc = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, scales, dims, strides, box,
+                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  cuGetErrorString(rc, text);
+  return rc;
+}
+"""
+path = load_inline("refused_map", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"], extra_ldflags=["-lcuda"])
+lib = ctypes.CDLL(path)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    text = ctypes.c_char_p()
+    if lib.encode(ctypes.c_void_p(data[0].data_ptr()), ctypes.byref(text)):
+        raise RuntimeError("Scale tensormap failed: " + text.value.decode())
+    return data[-1]
+'''
+
+
+@pytest.mark.slow
+def test_a_tensor_map_the_driver_refuses_is_the_file_s_failure(tmp_path):
+    """cuTensorMapEncodeTiled with a box row of 4 bytes (jIab-b's s_128t.py @ 2aa318ce; the driver documents
+    boxDim[0] x element size as a multiple of 16 bytes): CUDA_ERROR_INVALID_VALUE, "invalid argument" in the file's
+    own words as on GPU MODE's B200, and the verdict REFUSED (exit 2), not CANNOT RUN."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(REFUSED_MAP)
+    res = run_submission(f, SMALL, schedules=1)
+    assert (res.status, res.verdict, res.exit_code) == ("refused", "REFUSED", 2), res.summary()
+    assert "Scale tensormap failed: invalid argument" in res.message and "boxDim[0] 4" in res.message, res.message
+    assert res.where.startswith("submission.py:") and res.refusals
+
+
+# A copy through one shared buffer, refilled by thread 0 as soon as it saw the last copy land: nothing waits for the
+# other warp to have read the buffer or seen the phase. A race by the PTX ISA (a parity wait may be lapped, the buffer
+# overwritten unread) that a B200's copy latency hides: the seeded late_wake schedule wakes the other warp late.
+RACY = r'''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+
+import torch
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda_fp16.h>
+constexpr int CHUNK = 256;  // floats a copy brings
+__global__ void racy_copy(const float *src, __half *c, int chunks) {
+  __shared__ alignas(128) float buf[CHUNK];
+  __shared__ alignas(8) unsigned long long bar;
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  for (int k = 0; k < chunks; ++k) {
+    // thread 0 refills the buffer as soon as it saw the last copy land: nothing waits for the other warp to have
+    // read it, or to have seen the phase (a race by the PTX ISA: a B200's copy latency hides it)
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(CHUNK * 4) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   :: "r"(d), "l"(src + k * CHUNK), "r"(CHUNK * 4), "r"(b) : "memory");
+    }
+    asm volatile("{\n\t.reg .pred done;\n\tWAIT:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT;\n\t}" :: "r"(b), "r"(k & 1) : "memory");
+    for (int i = threadIdx.x; i < CHUNK; i += blockDim.x) c[k * CHUNK + i] = __float2half_rn(buf[i]);
+  }
+}
+extern "C" int launch(const float *src, void *c, int chunks) {
+  racy_copy<<<1, 64>>>(src, static_cast<__half *>(c), chunks);
+  return cudaGetLastError();
+}
+"""
+path = load_inline("racy_copy", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
+lib = ctypes.CDLL(path)
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def dequantize(packed, scales):
+    codes = packed.view(torch.uint8)
+    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
+    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    x = dequantize(a[:, :, 0], sfa[:, :, 0])
+    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
+    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
+    out = (torch.nn.functional.silu(r1) * r2).contiguous()
+    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(c.data_ptr()), out.numel() // 256)
+    return c
+'''
+
+
+@pytest.mark.slow
+def test_a_race_the_b200_timing_hides_is_race_not_deadlock(tmp_path):
+    """The B200-timing schedule (the timed emulator's machine) matches; late_wake:3 laps the parity wait and
+    deadlocks. With b200 first the verdict is RACE, naming that schedule and the deadlock: passed with --allow-notes
+    (another author's file), failed without (this package's kernel, exit 2). Without b200 it is the DEADLOCK."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(RACY)
+    res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
+    assert res.status == "race" and res.passed and res.exit_code == 0, (res.summary(), res.message)
+    assert (res.race["schedule"], res.race["status"]) == ("late_wake:3", "deadlock") and "RACE" in res.verdict
+    assert [r["schedule"] for r in res.runs] == ["b200", "late_wake:3"] and res.checked_elements == 128 * 128
+    strict = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True)
+    assert strict.status == "race" and not strict.passed and strict.exit_code == 2 and "FAILED" in strict.verdict
+    seeded = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], allow_notes=True)
+    assert seeded.status == "deadlock", seeded.summary()
+
+
+@pytest.mark.slow
+def test_a_kernel_wrong_under_the_b200_timing_stays_a_failure(tmp_path):
+    """The same copy waiting for the other parity (the phase before the current one counts as complete: every wait
+    passes at once) reads the buffer before any copy lands, on every schedule: the B200-timing schedule fails, and
+    that failure is the verdict, not RACE."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    assert RACY.count('"r"(k & 1)') == 1
+    f.write_text(RACY.replace('"r"(k & 1)', '"r"((k + 1) & 1)'))
+    res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
+    assert res.status in ("mismatch", "hazard") and not res.race and not res.passed, res.summary()
+    assert [r["schedule"] for r in res.runs] == ["b200"]
+
+
+# Two launches: 2 x 16 CTAs each write half of a row block of C into a workspace slice, then 16 CTAs each add their
+# block's two slices into C. A later launch reads what clusters of an earlier one wrote.
+SPLIT = r'''#!POPCORN leaderboard nvfp4_dual_gemm
+import ctypes
+
+import torch
+from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <cuda_fp16.h>
+constexpr int ROWS = 8, COLS = 128;  // a CTA's block of C
+// launch 0: CTA (b, s) writes half of row block b's values into slice s of the workspace
+__global__ void halves(const float *out, float *ws, int blocks) {
+  const int b = blockIdx.x % blocks, s = blockIdx.x / blocks;
+  for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x)
+    ws[(s * blocks + b) * ROWS * COLS + i] = 0.5f * out[b * ROWS * COLS + i];
+}
+// launch 1: CTA b sums row block b's two slices, written by two CTAs of launch 0
+__global__ void reduce(const float *ws, __half *c, int blocks) {
+  const int b = blockIdx.x;
+  for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x)
+    c[b * ROWS * COLS + i] = __float2half_rn(ws[b * ROWS * COLS + i] + ws[(blocks + b) * ROWS * COLS + i]);
+}
+extern "C" int launch(const float *out, float *ws, void *c, int blocks) {
+  halves<<<2 * blocks, 128>>>(out, ws, blocks);
+  reduce<<<blocks, 128>>>(ws, static_cast<__half *>(c), blocks);
+  return cudaGetLastError();
+}
+"""
+path = load_inline("split_reduce", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
+                   extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
+lib = ctypes.CDLL(path)
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def dequantize(packed, scales):
+    codes = packed.view(torch.uint8)
+    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
+    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    x = dequantize(a[:, :, 0], sfa[:, :, 0])
+    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
+    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
+    out = (torch.nn.functional.silu(r1) * r2).contiguous()
+    ws = torch.zeros(2 * out.numel())
+    blocks = out.numel() // (8 * 128)
+    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(c.data_ptr()), blocks)
+    return c
+'''
+
+
+@pytest.mark.slow
+def test_a_sample_does_not_report_a_mismatch_the_sampling_made(tmp_path):
+    """With one cluster of each launch emulated, the reducing CTA reads a slice that a CTA of launch 0 not emulated
+    writes: its elements are left out of the check, named why, and with nothing left the verdict is UNCHECKED (exit
+    3), not the MISMATCH its zero slice would make; every cluster: MATCH on all 16384 elements."""
+    needs_nvcc()
+    f = tmp_path / "submission.py"
+    f.write_text(SPLIT)
+    every = run_submission(f, SMALL, mode="leaderboard", schedules=1)
+    assert every.status == "match" and every.checked_elements == 128 * 128 and not every.unchecked, every.summary()
+    one = run_submission(f, SMALL, mode="leaderboard", schedules=1, clusters=1)
+    assert (one.status, one.exit_code, one.checked_elements) == ("unchecked", 3, 0), (one.summary(), one.message)
+    assert "reads 4 bytes" in one.message and "not emulated" in one.message and one.verdict == "UNCHECKED"
+    assert one.unchecked.startswith("1024 elements")
 
 
 # ------------------------------------------------------------------ this package's kernel through the same path
