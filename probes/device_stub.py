@@ -94,7 +94,7 @@ class DeviceStub(S.DualGemmKernel):
         does before its first global access (without it the stub would race the previous kernel: the emulator
         reports that)."""
         if cutlass.const_expr(getattr(self.config, "pdl", False)):
-            cute.arch.griddepcontrol_wait()
+            S.griddepcontrol_wait()
         storage = S.SmemAllocator().allocate(self.shared_storage)
         return (storage, *self._ring_and_loads(
             storage,
@@ -174,10 +174,10 @@ class SpinStub(DeviceStub):
     def body(self, args: KernelArgs):
         t_entry = globaltimer()
         if cutlass.const_expr(self.config.pdl):
-            cute.arch.griddepcontrol_launch_dependents()
+            S.griddepcontrol_launch_dependents()
         S.SmemAllocator().allocate(self.shared_storage)
         if cutlass.const_expr(self.config.pdl):
-            cute.arch.griddepcontrol_wait()
+            S.griddepcontrol_wait()
         _spin_and_stamp(args.mC_mnl, t_entry, globaltimer(), self.spin_ns)
 
 
