@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import functools
 import gc
 import importlib.util
 import json
@@ -67,7 +68,7 @@ class LaunchRecord:
     static_smem: int | None
     built_by: str
     params: int
-    forms: list | None = None  # the kernel's PTX instruction forms (emu.forms), sorted; None where its PTX does not parse
+    forms: tuple | None = None  # the kernel's PTX instruction forms (emu.forms), sorted; None where its PTX does not parse
 
 
 @dataclass
@@ -226,13 +227,14 @@ def _wait(proc, log: Path, progress) -> int:
 
 
 # ----------------------------------------------------------------------------- the worker
-def kernel_forms(ptx: str) -> list | None:
+@functools.lru_cache(maxsize=32)  # a file launches the same few kernels on every call and schedule
+def kernel_forms(ptx: str) -> tuple | None:
     """emu.forms of a launched kernel's PTX, sorted (calibration/ptx_ledger.py compares kernels by them)."""
     from emu.forms import forms
     from emu.state import EmulatorError
 
     try:
-        return sorted(forms(ptx))
+        return tuple(sorted(forms(ptx)))
     except EmulatorError:
         return None
 
