@@ -16,7 +16,9 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 from __future__ import annotations
 
 import bisect
+import hashlib
 import operator
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +190,34 @@ class InFlight:
 _issue_number = operator.attrgetter("seq")  # bisect's key, called O(log n) times per lookup: a C getter, not a def
 
 
+class TraceHash:
+    """A digest of one run as it happened: every warp-instruction issued (the CTA's coordinates, the warp, the PC and
+    the lanes at it, guarded-off ones included) and every asynchronous operation completed (its issue number in its
+    cluster, PTX line and name), in order. Equal digests: the same schedule, to the instruction. Work on the emulator's speed
+    must leave every digest unchanged (tools/emulator_bench.py hashes; tests/harness/test_trace_hashes.py)."""
+
+    def __init__(self):
+        self._digest = hashlib.blake2b(digest_size=16)
+        self.events = 0
+
+    def issued(self, w, pc: int, lanes: int) -> None:
+        """`lanes`: the executing lanes as a 32-bit mask (bit i: lane i)."""
+        self._digest.update(struct.pack("<BiiiiqI", 0, *w.cta.ctaid, w.warp_id, pc, lanes))
+        self.events += 1
+
+    def completed(self, op) -> None:
+        self._digest.update(struct.pack("<Bqi", 1, op.seq, op.line) + op.name.encode())
+        self.events += 1
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def lane_bits(lanes: np.ndarray) -> int:
+    """A lane vector of 32 bools as a 32-bit mask (bit i: lane i)."""
+    return int(np.packbits(lanes, bitorder="little").view("<u4")[0])
+
+
 class Cost:
     """What an asynchronous operation uses. unit: "load" (TMA or bulk copy global -> shared: nbytes read from the
     global allocation at `source`, delivered to each CTA of `dests`), "store" (shared -> global), "mma"
@@ -208,7 +238,7 @@ class Cost:
 class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
                  completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None,
-                 prerequisite_writes=None):
+                 prerequisite_writes=None, trace: bool = False):
         decode_kernel(kernel)
         check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
@@ -226,6 +256,7 @@ class Machine:
         self.max_quantum = knobs["max_quantum"]
         self.completion_prob = knobs["completion_prob"]
         self.progress = progress
+        self.trace = TraceHash() if trace else None  # what ran, as a digest (TraceHash)
         self.param_base = self._place_params(launch.params)
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
@@ -432,6 +463,8 @@ class Machine:
             return False
         op = inflight[inflight.nth_completable(int(self.rng.integers(count)), blocked)]
         inflight.remove(op)
+        if self.trace is not None:
+            self.trace.completed(op)
         self.current = op
         try:
             op.run()
@@ -567,6 +600,8 @@ class Machine:
         BLOCK when it must retry the same instruction later, SLEPT when it went to sleep on a barrier."""
         instrs = self.kernel.instrs
         pc, lanes = w.select_lanes()
+        if self.trace is not None:
+            self.trace.issued(w, pc, lane_bits(lanes))
         if pc >= len(instrs):
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
         ins = instrs[pc]

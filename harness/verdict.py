@@ -22,6 +22,7 @@ the shared-memory ring and the accumulator stages wrap.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import time
@@ -88,6 +89,9 @@ class ScheduleRun:
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    # with emulate(trace=True): {"trace": digest of what ran (emu.machine.TraceHash), "events": how many, "c": digest
+    # of the C the schedule left}; equal before and after a change to the emulator's speed: the same schedule
+    trace: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -273,13 +277,14 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
             dsl: str = "default", host_path: str | None = None, schedules=None,
             stop_at_failure: bool = True, allow_notes: bool = False, problem=None,
-            prerequisite_writes="config") -> EmulationResult:
+            prerequisite_writes="config", trace: bool = False) -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise. allow_notes: a MATCH with notes
     passes (EmulationResult.passed); by default it fails, as it must for the kernel under development. problem: the
     leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm). prerequisite_writes: the operands
     the grid before the call writes (None: not known, so under PDL every global access before griddepcontrol.wait
-    races; "config": the stream the config states, harness.problems.prerequisite_writes_for)."""
+    races; "config": the stream the config states, harness.problems.prerequisite_writes_for). trace: each schedule's
+    ScheduleRun.trace (digests of what ran and of C)."""
     t0 = time.time()
     problem = get_problem(problem)
     host_path = host_path or default_host_path()
@@ -306,8 +311,12 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
             gmem.write(addresses["profile"], profile_blank)
         run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule,
-                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes))
+                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes), trace=trace)
         one = ScheduleRun(schedule.name, run.status, run.message)
+        if trace and run.machine is not None:
+            c_bytes = gmem.read(addresses["c"], m * n * l * 2).tobytes()
+            one.trace = {"trace": run.machine.trace.hexdigest(), "events": run.machine.trace.events,
+                         "c": hashlib.blake2b(c_bytes, digest_size=16).hexdigest()}
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
         if run.machine is not None:
             one.stats = dict(run.machine.stats)

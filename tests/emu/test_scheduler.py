@@ -127,3 +127,23 @@ def test_in_flight_draws_the_same_operation_as_the_plain_list(seed):
             drawn += 1
         assert list(inflight) == plain
     assert drawn > 1000
+
+
+def traced(policy: str, seed: int):
+    from emu import GlobalMemory, run_kernel
+    from tests.emu.ptx_kit import launch
+
+    gmem = GlobalMemory()
+    out = gmem.alloc(64, fill=0)
+    run = run_kernel(launch(kernel_text(ABA), [out.to_bytes(8, "little")], threads=64, dynamic_smem=8192), gmem,
+                     schedule=Schedule(policy, seed), trace=True)
+    return run.machine
+
+
+def test_trace_digest_names_the_schedule():
+    """emu.machine.TraceHash (what tools/emulator_bench.py hashes and tests/harness/test_trace_hashes.py compares): the
+    same schedule gives the same digest, another schedule another; one event per instruction issued and per asynchronous
+    operation completed."""
+    a, b, other = traced("uniform", 2), traced("uniform", 2), traced("uniform", 5)
+    assert a.trace.hexdigest() == b.trace.hexdigest() != other.trace.hexdigest()
+    assert a.trace.events == a.stats["warp_instructions"] + a.stats["async_ops"]
