@@ -25,7 +25,7 @@ import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .lint import check_kernel
-from .simt import WARP, Warp
+from .simt import NO_LANES, WARP, Warp
 from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
@@ -316,6 +316,7 @@ class Machine:
             cta.named_barriers = {}
             cta.warps = [Warp(cta, i, min(WARP, nthreads - i * WARP), self.kernel.reg_decls)
                          for i in range((nthreads + WARP - 1) // WARP)]
+            cta.running = sum(not w.done for w in cta.warps)
             cl.ctas.append(cta)
         cl.barrier = ClusterBarrier(cl)
         cl.inflight = InFlight()
@@ -598,23 +599,27 @@ class Machine:
     def execute_one(self, w):
         """Run the warp's next instruction (the lanes at its smallest PC). Returns None when the warp may go on,
         BLOCK when it must retry the same instruction later, SLEPT when it went to sleep on a barrier."""
-        instrs = self.kernel.instrs
         pc, lanes = w.select_lanes()
         if self.trace is not None:
             self.trace.issued(w, pc, lane_bits(lanes))
+        instrs = self.kernel.instrs
         if pc >= len(instrs):
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
         ins = instrs[pc]
         w.last_line = ins.line
         self.current = (w, ins)
         mask = lanes
-        if ins.guard is not None:
-            g = w.read(ins.guard[0], "pred")
-            mask = lanes & (~g if ins.guard[1] else g)
         self.stats["warp_instructions"] += 1
-        if not mask.any():  # every lane's guard is false: the instruction is skipped
-            w.pc[lanes] += 1
-            return None
+        guard = ins.guard
+        if guard is not None:
+            g = w.register(guard[0].name)
+            mask = lanes & ~g if guard[1] else lanes & g
+            executing = mask.tobytes()
+            if executing == NO_LANES:  # every lane's guard is false: the instruction is skipped
+                w.advance(lanes)
+                return None
+            if executing == (w.live_bytes if lanes is w.live else lanes.tobytes()):
+                mask = lanes  # every lane at the PC executes: handlers may take their whole-warp paths
         try:
             ctl = ins.handler(self, w, ins, mask)
         except EmulatorError as e:
@@ -622,11 +627,11 @@ class Machine:
                 raise
             raise type(e)(f"{e} [warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}]") from None
         if ctl is None:
-            w.pc[lanes] += 1
+            w.advance(lanes)
         elif ctl is BLOCK or ctl is JUMPED:
             return ctl if ctl is BLOCK else None
         elif isinstance(ctl, Control) and ctl.kind == "sleep":
-            w.pc[lanes] += 1
+            w.advance(lanes)
             return SLEPT
         else:
             raise EmulatorError(f"bad control {ctl}")

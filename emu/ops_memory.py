@@ -10,7 +10,7 @@ from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initiali
 from .ops_async import on_shared_write
 from .ordering import generic_write
 from .ptx import Sink, Vec
-from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits
+from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits, uniform_address, uniform_value
 from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
 
 SLEEP = Control("sleep")
@@ -193,14 +193,19 @@ class AwaitInit:
                 "initialised it)")
 
 
-def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
+def distinct_addresses(addrs, lanes) -> tuple:
+    """The lanes' addresses, each once, in lane order (mostly one: every lane names the same mbarrier)."""
+    first = int(addrs[lanes[0]])
+    return (first,) if (addrs[lanes] == first).all() else tuple({int(addrs[lane]): None for lane in lanes})
+
+
+def await_uninitialised(ex, w, ins, addrs: tuple, cluster_scope: bool) -> bool:
     """Using an mbarrier before its mbarrier.init is ordered before the use is undefined (PTX ISA 9.7.13.15.9: the
     object must be initialised before any other mbarrier operation on it). A hardware-verified kernel does it and
     survives (the init comes in the first instructions of warp 0, the use later on another warp): the warp waits for
-    the init, with a Note. True when the warp must wait."""
-    first = int(addrs[lanes[0]])
-    # each distinct address once, in lane order (mostly one: every lane names the same mbarrier)
-    for addr in (first,) if (addrs[lanes] == first).all() else {int(addrs[lane]): None for lane in lanes}:
+    the init, with a Note. `addrs`: the distinct addresses the lanes name, in lane order. True when the warp must
+    wait."""
+    for addr in addrs:
         cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
         if off not in cta.mbarriers:
             init_notes(ex, ins.site())(INIT_UNORDERED, f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at "
@@ -261,6 +266,8 @@ class MbarrierOps:
     def execute(ex, w, ins, mask):
         op, expect_tx, space = ins.info
         cl = w.cta.cluster
+        if op in ("try_wait", "test_wait"):
+            return _parity_wait(ex, w, ins, mask, space == "shared::cluster")
         lanes = np.flatnonzero(mask)
         if op == "init":
             addrs = lane_addresses(ex, w, ins.operands[0], 32)
@@ -280,7 +287,7 @@ class MbarrierOps:
             state_op = ins.operands[0]
             addr_op = ins.operands[1]
             addrs = lane_addresses(ex, w, addr_op, 32)
-            if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+            if await_uninitialised(ex, w, ins, distinct_addresses(addrs, lanes), space == "shared::cluster"):
                 return BLOCK
             extra = w.read(ins.operands[2], "u32", ex) if len(ins.operands) > 2 else None
             tokens = np.zeros(WARP, np.uint64)
@@ -298,39 +305,62 @@ class MbarrierOps:
             if not isinstance(state_op, Sink) and op == "arrive":
                 w.write(state_op, tokens, "b64", mask)
             return None
-        # try_wait / test_wait .parity
-        p_op, addr_op, parity_op = ins.operands[:3]
-        addrs = lane_addresses(ex, w, addr_op, 32)
-        if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+
+
+def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
+    """mbarrier.try_wait.parity / test_wait.parity p, [addr], parity: per lane, whether the phase of that parity has
+    completed (PTX ISA 9.7.13.15.16); a warp none of whose lanes saw it complete sleeps on the barrier (SLEEP)."""
+    p_op, addr_op, parity_op = ins.operands[:3]
+    addr = uniform_address(ex, w, addr_op, 32, mask)
+    if addr is not None:  # every lane names one mbarrier (a waiting warp's usual case): one evaluation, no lane vectors
+        if await_uninitialised(ex, w, ins, (addr,), cluster_scope):
             return BLOCK
-        parity = w.read(parity_op, "u32", ex)
-        done = np.zeros(WARP, bool)
-        last = None
-        # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
-        # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
-        codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
-        if (codes == codes[0]).all():
-            groups = [lanes]
-        else:
-            distinct, first = np.unique(codes, return_index=True)
-            groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
-        key = warp_key(w)
-        bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], space == "shared::cluster", ins.opcode)
-        for group, bar in zip(groups, bars):
-            ok = bar.phase_complete(int(parity[group[0]]))
-            if ok:
-                note_acquire(bar, w)
-                bar.waited[key] = bar.phase
-                bar.lapped.pop(key, None)
-            else:
-                why = bar.lapped_wait(key, int(parity[group[0]]))
-                if why:
-                    bar.lapped[key] = why
-            done[group] = ok
-            if group[-1] == lanes[-1]:
-                last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
-        w.write(p_op, done, "pred", mask)
-        if not done[mask].any():
-            w.sleep_key = (last, last.version)
-            return SLEEP
-        return None
+        parity = uniform_value(w, parity_op, "u32", mask)
+        if parity is not None:
+            bar = mbarrier_at(ex, w, addr, cluster_scope, ins.opcode)
+            ok = _phase_seen(w, bar, parity)
+            w.write(p_op, ok, "pred", mask)
+            if not ok:
+                w.sleep_key = (bar, bar.version)
+                return SLEEP
+            return None
+    lanes = np.flatnonzero(mask)
+    addrs = lane_addresses(ex, w, addr_op, 32)
+    if await_uninitialised(ex, w, ins, distinct_addresses(addrs, lanes), cluster_scope):
+        return BLOCK
+    parity = w.read(parity_op, "u32", ex)
+    done = np.zeros(WARP, bool)
+    last = None
+    # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
+    # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
+    codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
+    if (codes == codes[0]).all():
+        groups = [lanes]
+    else:
+        distinct, first = np.unique(codes, return_index=True)
+        groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
+    bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], cluster_scope, ins.opcode)
+    for group, bar in zip(groups, bars):
+        done[group] = _phase_seen(w, bar, int(parity[group[0]]))
+        if group[-1] == lanes[-1]:
+            last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
+    w.write(p_op, done, "pred", mask)
+    if not done[mask].any():
+        w.sleep_key = (last, last.version)
+        return SLEEP
+    return None
+
+
+def _phase_seen(w, bar, parity: int) -> bool:
+    """Whether the phase of `parity` has completed on `bar`, as warp w's parity wait sees it: the acquire of a
+    completed phase (and the warp's wait record), or the reason a failing wait was lapped."""
+    key = warp_key(w)
+    if bar.phase_complete(parity):
+        note_acquire(bar, w)
+        bar.waited[key] = bar.phase
+        bar.lapped.pop(key, None)
+        return True
+    why = bar.lapped_wait(key, parity)
+    if why:
+        bar.lapped[key] = why
+    return False

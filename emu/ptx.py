@@ -83,13 +83,16 @@ class Instr:
     target: int = -1  # branch target index (bra)
     handler: object = None  # set by the executor's decode step
     info: object = None  # handler-specific decoded data
+    _where: str = field(default="", repr=False, compare=False)  # where(), made once: messages name it often
 
     @property
     def base(self) -> str:
         return self.parts[0]
 
     def where(self) -> str:
-        return f"PTX line {self.line}: {self.text.strip()}"
+        if not self._where:
+            self._where = f"PTX line {self.line}: {self.text.strip()}"
+        return self._where
 
     def site(self) -> str:
         """Short form for notes: the line and the opcode."""

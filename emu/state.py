@@ -189,6 +189,14 @@ class Cta:
     generic_unfenced: dict = field(default_factory=dict)  # warp -> generic-proxy writes not yet proxy-fenced
     rendezvous: dict = field(default_factory=dict)  # "alloc"/"dealloc" -> the pair's cta_group::2 meeting (ops_async)
     tmem_freed: list = field(default_factory=list)  # (column, columns, warp key, PTX line) a dealloc freed (ordering)
+    warps: list = field(default_factory=list)  # emu.simt.Warp, by warp id (Machine.build_cluster)
+    sorted_mbarriers: list = field(default_factory=list)  # the mbarriers' offsets, sorted (mbarrier_offsets)
+    running: int = 0  # its warps not exited yet (each counts itself out: emu.simt.Warp.exit_lanes)
+
+    @property
+    def exited(self) -> bool:
+        """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
+        return self.running == 0 and bool(self.warps)
 
     @property
     def peer(self) -> "Cta":
@@ -217,7 +225,7 @@ class SharedAddressing:
         if rank >= len(cta.cluster.ctas):
             raise Hazard(f"shared::cluster address {addr:#x} names CTA rank {rank}, cluster has {len(cta.cluster.ctas)}")
         target = cta.cluster.ctas[rank]
-        if all(w.done for w in getattr(target, "warps", ())) and getattr(target, "warps", None):
+        if target.exited:
             # An exited CTA's shared memory is gone: distributed shared memory is valid only while the
             # target CTA runs (PTX ISA 5.1.7 / CUDA programming guide, "Distributed Shared Memory").
             raise Hazard(f"access to shared memory of CTA rank {rank} after that CTA exited")
@@ -230,18 +238,35 @@ def smem_read(cta: Cta, offset: int, nbytes: int) -> np.ndarray:
     return cta.smem[offset:offset + nbytes].copy()
 
 
+def mbarrier_offsets(cta: Cta) -> list:
+    """The offsets of the CTA's mbarriers, sorted. Mbarriers are only ever added (a re-init replaces one in place), so
+    their count says whether the list is current."""
+    if len(cta.sorted_mbarriers) != len(cta.mbarriers):
+        cta.sorted_mbarriers = sorted(cta.mbarriers)
+    return cta.sorted_mbarriers
+
+
+def _as_bytes(data: np.ndarray) -> np.ndarray:
+    if type(data) is np.ndarray and data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
+        return data
+    return np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+
+
 def store_shared(cta: Cta, offset: int, data: np.ndarray, what: str) -> None:
     """A data write into shared memory (a store, a TMA or bulk copy): it must not land on a live mbarrier,
     whose 8 bytes only the mbarrier instructions may touch (PTX ISA "mbarrier": the object is opaque)."""
-    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    for boff in cta.mbarriers:
-        if offset < boff + 8 and boff < offset + data.size:
-            raise Hazard(f"{what} overwrites the live mbarrier at shared offset {boff:#x}")
+    data = _as_bytes(data)
+    offsets = mbarrier_offsets(cta)
+    first = bisect.bisect_left(offsets, offset - 7)  # the first mbarrier whose 8 bytes reach past `offset`
+    if first < len(offsets) and offsets[first] < offset + data.size:
+        for boff in cta.mbarriers:  # the first one in initialisation order names the hazard
+            if offset < boff + 8 and boff < offset + data.size:
+                raise Hazard(f"{what} overwrites the live mbarrier at shared offset {boff:#x}")
     smem_write(cta, offset, data)
 
 
 def smem_write(cta: Cta, offset: int, data: np.ndarray) -> None:
-    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    data = _as_bytes(data)
     if offset < 0 or offset + data.size > cta.smem.size:
         raise Hazard(f"shared write of {data.size} bytes at {offset:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
     cta.smem[offset:offset + data.size] = data
