@@ -16,6 +16,8 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import hashlib
 import operator
 import struct
@@ -136,23 +138,35 @@ class AsyncOp:
 class InFlight:
     """A cluster's asynchronous operations in flight, in issue order. Most (copies, st.async, ...) may complete at any
     time; a gated one waits behind an earlier operation of its queue or on its ready(). The seeded scheduler draws
-    the r-th completable operation in issue order; this list finds it from the gated operations alone (bisect on
-    the issue number), not by listing every completable one per draw: a split-K exchange keeps thousands of st.async
-    in flight, and the plain list made that O(n) per completion."""
+    the r-th completable operation in issue order; this list finds it from the gated operations alone, not by listing
+    every completable one per draw: a split-K exchange keeps thousands of st.async in flight, and the plain list made
+    that O(n) per completion. The gated operations' positions are kept as operations come and go (a few gated
+    ones, each looked up by bisection on every draw, were 30% of a six-CTA K split's schedule)."""
 
     def __init__(self):
-        self.ops, self.gated, self.issued = [], [], 0
+        self.ops, self.gated, self.gated_at, self.issued = [], [], [], 0
 
     def append(self, op) -> None:
         op.seq, self.issued = self.issued, self.issued + 1
         self.ops.append(op)
         if op.queue is not None or op.ready is not None:
             self.gated.append(op)
+            self.gated_at.append(len(self.ops) - 1)
 
     def remove(self, op) -> None:
-        del self.ops[self._index(op)]
+        self.take(self._index(op))
+
+    def take(self, pos: int):
+        """Remove and return the operation at position `pos` (as nth_completable names it)."""
+        op = self.ops.pop(pos)
+        at = self.gated_at
+        for i, p in enumerate(at):  # the gated operations behind it move up one
+            if p > pos:
+                at[i] = p - 1
         if op.queue is not None or op.ready is not None:
-            self.gated.remove(op)
+            i = self.gated.index(op)
+            del self.gated[i], at[i]
+        return op
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -167,12 +181,12 @@ class InFlight:
         """Positions (ascending) of the operations that cannot complete now: all but the first of each queue, and the
         unqueued ones whose ready() says not yet."""
         seen, out = set(), []
-        for op in self.gated:
+        for op, pos in zip(self.gated, self.gated_at):
             if op.queue is None:
                 if not op.ready():
-                    out.append(self._index(op))
+                    out.append(pos)
             elif op.queue in seen:
-                out.append(self._index(op))
+                out.append(pos)
             else:
                 seen.add(op.queue)
         return out
@@ -216,6 +230,25 @@ class TraceHash:
 def lane_bits(lanes: np.ndarray) -> int:
     """A lane vector of 32 bools as a 32-bit mask (bit i: lane i)."""
     return int(np.packbits(lanes, bitorder="little").view("<u4")[0])
+
+
+@contextlib.contextmanager
+def running():
+    """What a machine needs from the interpreter while it runs:
+    - numpy's floating-point warnings off: overflow, underflow, invalid and divide give the IEEE results (inf, NaN,
+      zeros) the PTX ISA's float instructions produce, so the opcode modules need no np.errstate of their own (2 us
+      to enter, per instruction);
+    - Python's cyclic garbage collector paused: a K split's schedule allocates some 10^5 short-lived objects (in-flight
+      operations, their closures), and the collections they set off took 9% of it (measured); what the run leaves in
+      cycles is collected once it ends."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with np.errstate(all="ignore"):
+            yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class Cost:
@@ -462,8 +495,7 @@ class Machine:
         count = len(inflight) - len(blocked)
         if not count:
             return False
-        op = inflight[inflight.nth_completable(int(self.rng.integers(count)), blocked)]
-        inflight.remove(op)
+        op = inflight.take(inflight.nth_completable(int(self.rng.integers(count)), blocked))
         if self.trace is not None:
             self.trace.completed(op)
         self.current = op
@@ -494,7 +526,8 @@ class Machine:
         ids = list(self.clusters()) if cluster_ids is None else cluster_ids
         for n, cid in enumerate(ids):
             cl = self.build_cluster(cid)
-            self.run_cluster(cl)
+            with running():
+                self.run_cluster(cl)
             if self.progress:
                 self.progress(n + 1, len(ids))
 

@@ -230,9 +230,10 @@ def check_remote_use(bar: Mbarrier, warp, what: str, note=None) -> None:
         note(msg)
 
 
-def note_signal(bar: Mbarrier, warp, now: int) -> None:
+def note_signal(bar: Mbarrier, warp, now: int, release: dict | None = None) -> None:
     """`warp` signals `bar` (an arrival or complete-tx it issued at clock `now`): a release from its CTA,
-    carrying what it had observed of other CTAs (and, per warp, of its own)."""
+    carrying what it had observed of other CTAs (and, per warp, of its own). `release`: released(warp, now), when
+    the caller signals from several lanes at once and made it once."""
     rel = bar.release_from
     rank = warp.cta.rank
     if rel.get(rank, -1) < now:
@@ -240,7 +241,7 @@ def note_signal(bar: Mbarrier, warp, now: int) -> None:
     for r, t in warp.known.items():
         if rel.get(r, -1) < t:
             rel[r] = t
-    merge(bar.phase_releases, released(warp, now))
+    merge(bar.phase_releases, released(warp, now) if release is None else release)
 
 
 def note_acquire(bar: Mbarrier, warp) -> None:

@@ -208,8 +208,12 @@ def evaluate(name: str, x: np.ndarray, ftz: bool, rng=None) -> np.ndarray:
 
 
 def flush_subnormal(x: np.ndarray) -> np.ndarray:
-    """f32 subnormals -> sign-preserving zero (.ftz, PTX ISA 9.7.3)."""
-    x = np.asarray(x, np.float32).copy()
+    """f32 subnormals -> sign-preserving zero (.ftz, PTX ISA 9.7.3). x itself when it holds none (callers do not
+    change the result in place)."""
+    x = np.asarray(x, np.float32)
     tiny = np.abs(x) < np.float32(1.1754944e-38)
+    if not np.count_nonzero(tiny):  # (the usual case: nothing to flush, and no copy to make)
+        return x
+    x = x.copy()
     x[tiny] = np.copysign(np.float32(0), x[tiny])
     return x

@@ -432,7 +432,7 @@ def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism).
     A copy that lands after its CTA exited writes shared memory the CTA no longer owns: a Note, since the
     hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
-    for cta in {id(target): target, id(sig_cta): sig_cta}.values():
+    for cta in (target,) if target is sig_cta else (target, sig_cta):
         if cta.exited:
             ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
                     f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "

@@ -6,12 +6,13 @@ import numpy as np
 from .isa import BLOCK, Control, family, unsupported
 from .machine import role_of
 from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal,
-                       warp_key)
+                       released, warp_key)
 from .ops_async import on_shared_write
 from .ordering import generic_write
 from .ptx import Sink, Vec
 from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits, uniform_address, uniform_value
-from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
+from .state import (CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_gather, smem_read,
+                    smem_write, store_shared, store_shared_rows)
 
 SLEEP = Control("sleep")
 
@@ -25,6 +26,44 @@ def _space(parts) -> str:
 
 def _shared(ex, w, addr: int, space: str):
     return SharedAddressing.resolve(w.cta, int(addr), cluster_scope=(space == "shared::cluster"))
+
+
+def _lanes_cta(ex, w, space: str, addrs: list):
+    """The CTA whose shared memory every address names (each carries the CTA's rank above bit 24), or None when they
+    name several (resolved lane by lane then)."""
+    rank = (addrs[0] & 0xFFFFFFFF) >> CLUSTER_RANK_SHIFT
+    if any((a & 0xFFFFFFFF) >> CLUSTER_RANK_SHIFT != rank for a in addrs):
+        return None
+    return _shared(ex, w, addrs[0], space)[0]
+
+
+def _read_lanes(ex, w, space: str, addrs: list, n: int) -> np.ndarray:
+    """[lanes, n] bytes: _read_bytes at each lane's address, in lane order (in one step where they share a space)."""
+    if space in ("param", "global"):
+        return ex.gmem.gather(addrs, n)
+    cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
+    if cta is None:
+        return np.stack([_read_bytes(ex, w, space, a, n) for a in addrs])
+    return smem_gather(cta, [a & SHARED_OFFSET_MASK for a in addrs], n)
+
+
+def _write_lanes(ex, w, space: str, addrs: list, rows: np.ndarray) -> None:
+    """_write_bytes of each lane's row at its address, in lane order (the data in one step where nothing can tell the
+    order: one allocation or CTA, no TMA-store source, no live mbarrier in the way)."""
+    n = rows.shape[1]
+    if space == "global":
+        ex.gmem.scatter(addrs, rows)
+        ex.store_log.extend((a, n) for a in addrs)
+        return
+    cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
+    if cta is None or cta.store_sources:  # (a TMA store's source may read between two lanes' writes)
+        for a, row in zip(addrs, rows):
+            _write_bytes(ex, w, space, a, row)
+        return
+    offsets = [a & SHARED_OFFSET_MASK for a in addrs]
+    store_shared_rows(cta, offsets, rows, "store")
+    for off in offsets:
+        generic_write(w, cta, off, n)
 
 
 def _read_bytes(ex, w, space: str, addr: int, n: int) -> np.ndarray:
@@ -91,24 +130,23 @@ class LoadStore:
             lane = int(np.flatnonzero(misaligned)[0])
             raise Hazard(f"{ins.opcode}: lane {lane} accesses {esize * vec} bytes at {int(addrs[lane]):#x}, not a multiple "
                          f"of {esize * vec} (PTX ISA 6.4.1: the address must be naturally aligned to the access size)")
+        lanes = np.flatnonzero(mask)
+        lane_addrs = addrs[lanes].tolist()
         if ins.base == "ld":
             dst = ins.operands[0]
             regs = dst.items if isinstance(dst, Vec) else (dst,)
-            out = [np.zeros(WARP, np.uint64) for _ in regs]
-            for lane in np.flatnonzero(mask):
-                raw = _read_bytes(ex, w, space, int(addrs[lane]), esize * vec)
-                for i in range(vec):
-                    out[i][lane] = int.from_bytes(raw[i * esize:(i + 1) * esize].tobytes(), "little")
-            for r, bits in zip(regs, out):
+            # each lane's bytes, its vec elements little-endian, the rows in lane order
+            values = _read_lanes(ex, w, space, lane_addrs, esize * vec).view(f"<u{esize}")
+            for i, r in enumerate(regs):
+                bits = np.zeros(WARP, np.uint64)
+                bits[lanes] = values[:, i]
                 w.write(r, from_bits(bits, ty), ty, mask)
             return
         src = ins.operands[1]
         items = src.items if isinstance(src, Vec) else (src,)
         vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
-        dt = np.dtype(f"<u{esize}")
-        for lane in np.flatnonzero(mask):
-            data = np.array([v[lane] for v in vals], np.uint64).astype(dt).view(np.uint8)
-            _write_bytes(ex, w, space, int(addrs[lane]), data)
+        rows = np.stack(vals, axis=1)[lanes].astype(f"<u{esize}").view(np.uint8)  # [lanes, vec * esize]
+        _write_lanes(ex, w, space, lane_addrs, rows)
 
 
 def _flush_subnormal(x: np.float32) -> np.float32:
@@ -150,11 +188,10 @@ class AtomicAdd:
             if a % esize:
                 raise Hazard(f"{ins.opcode} at {a:#x}: not aligned to {esize} bytes (PTX ISA \"atom\")")
             cur = ex.gmem.read(a, esize).view(dt)[0]
-            with np.errstate(over="ignore", invalid="ignore"):
-                if ty == "f32":
-                    new = _flush_subnormal(np.float32(_flush_subnormal(cur) + _flush_subnormal(vals[lane])))
-                else:
-                    new = dt(cur + vals[lane])
+            if ty == "f32":
+                new = _flush_subnormal(np.float32(_flush_subnormal(cur) + _flush_subnormal(vals[lane])))
+            else:
+                new = dt(cur + vals[lane])
             ex.gmem.write(a, np.array([new], dt).view(np.uint8))
             ex.store_log.append((a, esize))
             old[lane] = cur
@@ -291,8 +328,9 @@ class MbarrierOps:
                 return BLOCK
             extra = w.read(ins.operands[2], "u32", ex) if len(ins.operands) > 2 else None
             tokens = np.zeros(WARP, np.uint64)
+            release = released(w, ex.clock)  # the same for every lane of the warp
             for lane, bar in zip(lanes, lane_mbarriers(ex, w, addrs, lanes, space == "shared::cluster", ins.opcode)):
-                note_signal(bar, w, ex.clock)
+                note_signal(bar, w, ex.clock, release)
                 if op == "expect_tx":
                     bar.expect_tx(int(extra[lane]), ins.opcode)
                     continue

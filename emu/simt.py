@@ -30,12 +30,14 @@ def np_type(ty: str):
 
 
 def type_bits(ty: str) -> int:
-    return np.dtype(np_type(ty)).itemsize * 8
+    bits = _BITS.get(ty)
+    return bits if bits is not None else np.dtype(np_type(ty)).itemsize * 8
 
 
 # per PTX type: (its numpy dtype, the unsigned dtype of its width): the conversions below run for every register
 # operand, so the lookups are made once here
 _DTYPES = {ty: (np.dtype(dt), np.dtype(_UNSIGNED[np.dtype(dt).itemsize])) for ty, dt in _NP.items()}
+_BITS = {ty: np.dtype(dt).itemsize * 8 for ty, dt in _NP.items()}
 NO_LANES = bytes(WARP)  # a lane vector with no lane set, as bytes: comparing bytes is the cheapest test of a mask
 ALL_LANES = bytes([1]) * WARP
 
@@ -208,16 +210,32 @@ class Warp:
             return
         if kind is not Reg:
             raise EmulatorError(f"cannot write operand {op!r}")
+        if ty != "pred":
+            self.set_bits(op, to_bits(values if getattr(values, "shape", None) == (WARP,)
+                                      else np.broadcast_to(values, (WARP,)), ty), mask)
+            return
         name = op.name
         if self.pending_tmem_ld and name in self.pending_tmem_ld:
             self.pending_tmem_ld[name].finish()
         r = self.regs.get(name)
         if r is None:
             r = self._reg(name)
-        if ty == "pred":
-            r[mask] = np.asarray(values, bool)[mask] if np.ndim(values) else bool(values)
+        r[mask] = bool(values) if type(values) is bool or np.ndim(values) == 0 else np.asarray(values, bool)[mask]
+
+    def set_bits(self, op, bits: np.ndarray, mask: np.ndarray) -> None:
+        """Write register bits (a new uint64 lane vector, zero-extended, which the caller keeps no reference to) to the
+        operand, for the lanes in mask: what write() does once it has the bits."""
+        kind = type(op)
+        if kind is Sink:
             return
-        bits = to_bits(values if getattr(values, "shape", None) == (WARP,) else np.broadcast_to(values, (WARP,)), ty)
+        if kind is not Reg:
+            raise EmulatorError(f"cannot write operand {op!r}")
+        name = op.name
+        if self.pending_tmem_ld and name in self.pending_tmem_ld:
+            self.pending_tmem_ld[name].finish()
+        r = self.regs.get(name)
+        if r is None:
+            r = self._reg(name)
         if r.dtype == bool:
             r[mask] = bits[mask] != 0
         elif mask is self.live and self.all_lanes:  # every lane writes: the new bits are the register
@@ -253,7 +271,7 @@ def uniform_bits(w, r: np.ndarray, mask: np.ndarray) -> int | None:
 def uniform_value(w, op, ty: str, mask: np.ndarray) -> int | None:
     """An integer operand (register or immediate) read as `ty` when every lane of `mask` holds the same value: that
     value as an int; None when the lanes differ (or the operand is of another kind: callers then read lane vectors)."""
-    bits = type_bits(ty)
+    bits = _BITS[ty]
     if type(op) is Imm and not op.is_float:
         return int(op.value) & ((1 << bits) - 1)
     if type(op) is not Reg:
@@ -273,7 +291,7 @@ def uniform_address(ex, w, op: Addr, width: int, mask: np.ndarray) -> int | None
     elif type(base) is Sym:
         v = ex.symbol_address(w, base.name)
     else:
-        v = uniform_value(w, base, f"b{width}", mask)
+        v = uniform_value(w, base, "b64" if width == 64 else "b32", mask)
         if v is None:
             return None
     return (v + (op.offset & 0xFFFFFFFFFFFFFFFF)) & ((1 << width) - 1)
