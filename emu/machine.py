@@ -16,6 +16,7 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import gc
 import hashlib
@@ -138,58 +139,46 @@ class AsyncOp:
 class InFlight:
     """A cluster's asynchronous operations in flight, in issue order. Most (copies, st.async, ...) may complete at any
     time; a gated one waits behind an earlier operation of its queue or on its ready(). The seeded scheduler draws
-    the r-th completable operation in issue order; this list finds it from the gated operations alone, not by listing
-    every completable one per draw: a split-K exchange keeps thousands of st.async in flight, and the plain list made
-    that O(n) per completion. The gated operations' positions are kept as operations come and go (a few gated
-    ones, each looked up by bisection on every draw, were 30% of a six-CTA K split's schedule)."""
+    the r-th completable operation in issue order (pop_completable). `ops` holds the operations that may be drawn:
+    every unqueued one and the first of each queue; the later ones of a queue wait apart (`waiting`) and enter `ops`,
+    at their place in issue order, when the one before them completes; the unqueued ones with a ready() keep their
+    positions in `ops` as operations come and go (`gated`, `gated_at`). So a draw looks at the few operations whose
+    ready() may say no, not at every gated one: a split-K exchange keeps thousands of st.async in flight, and a
+    six-CTA K split dozens of queued tcgen05 operations, which a bisection each per draw made 30% of its schedule.
+    The draws are those of the plain list (tests/emu/test_scheduler.py)."""
 
     def __init__(self):
-        self.ops, self.gated, self.gated_at, self.issued = [], [], [], 0
+        self.ops, self.gated, self.gated_at = [], [], []
+        self.heads = {}  # queue -> its first operation in flight (in ops)
+        self.waiting = {}  # queue -> its later operations in flight, in issue order
+        self.issued = self.size = 0
 
     def append(self, op) -> None:
         op.seq, self.issued = self.issued, self.issued + 1
-        self.ops.append(op)
-        if op.queue is not None or op.ready is not None:
+        self.size += 1
+        if op.queue is not None:
+            if op.queue in self.heads:
+                self.waiting.setdefault(op.queue, collections.deque()).append(op)
+                return
+            self.heads[op.queue] = op
+        elif op.ready is not None:
             self.gated.append(op)
-            self.gated_at.append(len(self.ops) - 1)
+            self.gated_at.append(len(self.ops))
+        self.ops.append(op)
 
-    def remove(self, op) -> None:
-        self.take(self._index(op))
-
-    def take(self, pos: int):
-        """Remove and return the operation at position `pos` (as nth_completable names it)."""
-        op = self.ops.pop(pos)
-        at = self.gated_at
-        for i, p in enumerate(at):  # the gated operations behind it move up one
-            if p > pos:
-                at[i] = p - 1
-        if op.queue is not None or op.ready is not None:
-            i = self.gated.index(op)
-            del self.gated[i], at[i]
-        return op
-
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def __getitem__(self, i):
-        return self.ops[i]
-
-    def _index(self, op) -> int:
-        return bisect.bisect_left(self.ops, op.seq, key=_issue_number)
+    def pop_completable(self, pick):
+        """Remove and return the r-th (from 0) completable operation in issue order, r = pick(how many can complete);
+        None when none can."""
+        blocked = self.blocked()
+        count = len(self.ops) - len(blocked)
+        if not count:
+            return None
+        return self.take(self.nth_completable(pick(count), blocked))
 
     def blocked(self) -> list[int]:
-        """Positions (ascending) of the operations that cannot complete now: all but the first of each queue, and the
-        unqueued ones whose ready() says not yet."""
-        seen, out = set(), []
-        for op, pos in zip(self.gated, self.gated_at):
-            if op.queue is None:
-                if not op.ready():
-                    out.append(pos)
-            elif op.queue in seen:
-                out.append(pos)
-            else:
-                seen.add(op.queue)
-        return out
+        """Positions in `ops` (ascending) of the operations that cannot complete now: the unqueued ones whose ready()
+        says not yet (the later operations of a queue are not in `ops`)."""
+        return [pos for op, pos in zip(self.gated, self.gated_at) if not op.ready()]
 
     @staticmethod
     def nth_completable(r: int, blocked: list[int]) -> int:
@@ -199,6 +188,56 @@ class InFlight:
                 break
             r += 1
         return r
+
+    def take(self, pos: int):
+        """Remove and return the operation at position `pos` of `ops` (as nth_completable names it); the next of its
+        queue, if any, takes its place in issue order."""
+        op = self.ops.pop(pos)
+        self.size -= 1
+        self._shift(pos, -1)
+        if op.queue is not None:
+            self._next_of(op.queue)
+        elif op.ready is not None:
+            i = self.gated_at.index(pos)
+            del self.gated[i], self.gated_at[i]
+        return op
+
+    def remove(self, op) -> None:
+        """Remove `op` wherever it is (the timed engine completes operations by time, not by draw)."""
+        pos = bisect.bisect_left(self.ops, op.seq, key=_issue_number)
+        if pos < len(self.ops) and self.ops[pos] is op:
+            self.take(pos)
+            return
+        self.waiting[op.queue].remove(op)
+        self.size -= 1
+        if not self.waiting[op.queue]:
+            del self.waiting[op.queue]
+
+    def _next_of(self, queue) -> None:
+        later = self.waiting.get(queue)
+        if not later:
+            del self.heads[queue]
+            return
+        nxt = self.heads[queue] = later.popleft()
+        if not later:
+            del self.waiting[queue]
+        pos = bisect.bisect_left(self.ops, nxt.seq, key=_issue_number)
+        self._shift(pos - 1, 1)
+        self.ops.insert(pos, nxt)
+
+    def _shift(self, after: int, by: int) -> None:
+        """The gated operations' positions beyond `after` move by `by`."""
+        at = self.gated_at
+        for i, p in enumerate(at):
+            if p > after:
+                at[i] = p + by
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        """Every operation in flight, in issue order."""
+        return iter(sorted([*self.ops, *(op for later in self.waiting.values() for op in later)], key=_issue_number))
 
 
 _issue_number = operator.attrgetter("seq")  # bisect's key, called O(log n) times per lookup: a C getter, not a def
@@ -490,12 +529,9 @@ class Machine:
 
     def complete_one(self, cluster) -> bool:
         """Complete one in-flight operation drawn uniformly from those that can complete now; False if none can."""
-        inflight = cluster.inflight
-        blocked = inflight.blocked()
-        count = len(inflight) - len(blocked)
-        if not count:
+        op = cluster.inflight.pop_completable(lambda count: int(self.rng.integers(count)))
+        if op is None:
             return False
-        op = inflight.take(inflight.nth_completable(int(self.rng.integers(count)), blocked))
         if self.trace is not None:
             self.trace.completed(op)
         self.current = op
@@ -597,7 +633,7 @@ class Machine:
                     if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
                         raise Deadlock(f"cluster {cl.clusterid} exited with asynchronous operations that can never "
                                        "complete (their target mbarrier was never initialised): "
-                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
+                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in list(cl.inflight)[:4]))
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
                 if sleepers and cl.progress != mark:
