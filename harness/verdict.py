@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -339,3 +342,31 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     res.profile = prep.profile_words()
     res.seconds = time.time() - t0
     return res
+
+
+def emulate_in_order(calls: list, jobs: int | None = None):
+    """emulate(**call) for each call, `jobs` worker processes at once (default one per CPU; 1: in this process, one
+    after the other): the results in the calls' order, each as soon as it and all before it are done. A verdict is
+    the one emulate gives alone (each runs whole in one process, with the same arguments). The workers compute with
+    one thread each (OMP_NUM_THREADS=1, as pytest-xdist's workers do): a BLAS or torch thread pool per worker only
+    contends for the CPUs the other workers use."""
+    jobs = min(jobs or os.cpu_count() or 1, len(calls))
+    if jobs <= 1:
+        for call in calls:
+            yield emulate(**call)
+        return
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # read by each worker as it starts (spawned: a fresh interpreter)
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for future in [pool.submit(_emulate_call, call) for call in calls]:
+                yield future.result()
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+
+
+def _emulate_call(call: dict) -> EmulationResult:
+    return emulate(**call)
