@@ -100,6 +100,46 @@ STARVED = 1 << 30  # turn-order class of a starved warp
 STARVED_TURN_PROB = 0.002
 
 
+class Draws:
+    """A schedule's random draws: numpy's Generator.integers(low, high) and .random() on a PCG64, the same values from
+    the same state, without the Generator's method call (1.3-1.6 us each; a schedule draws two to three times per
+    turn, ~10^6 times per K-split verdict). They call the bit generator's own C functions (its ctypes interface:
+    next_uint32 with its buffered upper half, next_double) and bound integers as numpy does (a range of at most 2^32
+    values: Lemire's multiply-and-reject on 32-bit draws, numpy/random/src/distributions/distributions.c,
+    buffered_bounded_lemire_uint32), so they interleave with the Generator's own draws on the same bit generator
+    (tests/emu/test_scheduler.py compares the two)."""
+
+    def __init__(self, generator: np.random.Generator):
+        self.generator = generator
+        c = generator.bit_generator.ctypes
+        self._state, self._next32, self._next_double = c.state, c.next_uint32, c.next_double
+
+    def integers(self, low: int, high: int | None = None) -> int:
+        """An int in [low, high) ([0, low) with one argument), as int(Generator.integers(low, high))."""
+        if high is None:
+            low, high = 0, low
+        span = high - low - 1  # numpy's rng: the largest offset
+        if span < 0:
+            raise ValueError(f"high <= low: {low}, {high}")
+        if span == 0:
+            return low  # no draw
+        if span > 0xFFFFFFFF:
+            return int(self.generator.integers(low, high))  # (64-bit draws: no schedule needs them)
+        if span == 0xFFFFFFFF:
+            return low + self._next32(self._state)
+        excl = span + 1
+        m = self._next32(self._state) * excl
+        if m & 0xFFFFFFFF < excl:
+            threshold = (0x100000000 - excl) % excl
+            while m & 0xFFFFFFFF < threshold:
+                m = self._next32(self._state) * excl
+        return low + (m >> 32)
+
+    def random(self) -> float:
+        """A float in [0, 1), as Generator.random()."""
+        return self._next_double(self._state)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One reproducible schedule: a policy of POLICIES and the seed of its random generator."""
@@ -322,7 +362,7 @@ class Machine:
         if schedule is None:  # the pre-policy interface: explicit quantum and completion probability
             knobs.update(max_quantum=max_quantum, completion_prob=completion_prob)
         self.knobs = knobs
-        self.rng = np.random.default_rng(self.schedule.seed)
+        self.rng = Draws(np.random.default_rng(self.schedule.seed))
         self.mufu_rng = None  # tanh.approx error draws, made on first use (ops_alu)
         self.tensor_maps = {}  # generic address -> decoded CUtensorMap (tensor_map)
         self.max_quantum = knobs["max_quantum"]
@@ -615,12 +655,17 @@ class Machine:
         order = self._turn_order(cl)
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
-            wakeable = []
+            wakeable, runnable = [], []
             # Who can take a turn (rebuilt every turn, so the tests are inline): not done, not blocked, and awake or
-            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now
-            runnable = [w for w in warps if not w.done and w.blocked_on is None
-                        and (w.sleep_key is None or (w.sleep_key[0].version != w.sleep_key[1]
-                                                     and self._wakes(w, wakeable)))]
+            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now;
+            # a sleeper's barrier is looked at first (most warps sleep, on a barrier that has not changed)
+            for w in warps:
+                key = w.sleep_key
+                if key is None:
+                    if not w.done and w.blocked_on is None:
+                        runnable.append(w)
+                elif key[0].version != key[1] and not w.done and w.blocked_on is None and self._wakes(w, wakeable):
+                    runnable.append(w)
             if cl.inflight and (not runnable or rng.random() < self.completion_prob):
                 if self.complete_one(cl):
                     continue

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from emu.machine import STARVED, AsyncOp, Deadlock, InFlight, Machine, Schedule
+from emu.machine import STARVED, AsyncOp, Deadlock, Draws, InFlight, Machine, Schedule
 from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 
@@ -155,3 +155,22 @@ def test_trace_digest_names_the_schedule():
     a, b, other = traced("uniform", 2), traced("uniform", 2), traced("uniform", 5)
     assert a.trace.hexdigest() == b.trace.hexdigest() != other.trace.hexdigest()
     assert a.trace.events == a.stats["warp_instructions"] + a.stats["async_ops"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_draws_are_the_generators(seed):
+    """emu.machine.Draws (the scheduler's draws): the values numpy's Generator gives from the same state, for every
+    kind of call a schedule makes, interleaved as they come, and interleaved with the Generator's own calls."""
+    ours, numpy_s = Draws(np.random.default_rng(seed)), np.random.default_rng(seed)
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(20000):
+        kind = int(rng.integers(4))
+        if kind == 0:
+            assert ours.random() == numpy_s.random()
+        elif kind == 1:
+            n = int(rng.choice([1, 2, 3, 7, 24, 36, 1000, 3 * 10 ** 9, 2 ** 32]))
+            assert ours.integers(n) == int(numpy_s.integers(n))
+        elif kind == 2:
+            assert ours.integers(1, 25) == int(numpy_s.integers(1, 25))
+        else:  # the Generator's own draw on the shared bit generator (elect.sync's, the policies' set-up)
+            assert int(ours.generator.integers(5)) == int(numpy_s.integers(5))
