@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import collections
 import contextlib
+import ctypes
 import gc
 import hashlib
 import operator
@@ -110,9 +111,13 @@ class Draws:
     (tests/emu/test_scheduler.py compares the two)."""
 
     def __init__(self, generator: np.random.Generator):
-        self.generator = generator
+        self.generator = generator  # (kept: its bit generator owns the state the functions below advance)
         c = generator.bit_generator.ctypes
-        self._state, self._next32, self._next_double = c.state, c.next_uint32, c.next_double
+        # PYFUNCTYPE: called holding the GIL, which the ctypes interface's CFUNCTYPE functions release and take back
+        # on every call (these C functions return at once): 0.19 us a draw instead of 0.32
+        self._state = c.state.value
+        self._next32 = ctypes.PYFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p)(_address(c.next_uint32))
+        self._next_double = ctypes.PYFUNCTYPE(ctypes.c_double, ctypes.c_void_p)(_address(c.next_double))
 
     def integers(self, low: int, high: int | None = None) -> int:
         """An int in [low, high) ([0, low) with one argument), as int(Generator.integers(low, high))."""
@@ -138,6 +143,10 @@ class Draws:
     def random(self) -> float:
         """A float in [0, 1), as Generator.random()."""
         return self._next_double(self._state)
+
+
+def _address(function) -> int:
+    return ctypes.cast(function, ctypes.c_void_p).value
 
 
 @dataclass(frozen=True)
