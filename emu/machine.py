@@ -181,6 +181,8 @@ class AsyncOp:
     `cost` says what the operation moves or computes, for the timed scheduler (emu.timing): a Cost. The seeded
     scheduler only counts the global bytes each read asks for (Machine.traffic)."""
 
+    __slots__ = ("name", "run", "queue", "line", "cost", "ready", "seq")  # (~10^5 made per K-split schedule)
+
     def __init__(self, name: str, run, queue=None, line: int = 0, cost=None, ready=None):
         self.name, self.run, self.queue, self.line, self.cost, self.ready = name, run, queue, line, cost, ready
 
@@ -722,7 +724,11 @@ class Machine:
     def execute_one(self, w):
         """Run the warp's next instruction (the lanes at its smallest PC). Returns None when the warp may go on,
         BLOCK when it must retry the same instruction later, SLEPT when it went to sleep on a barrier."""
-        pc, lanes = w.select_lanes()
+        pc = w.upc
+        if pc >= 0:  # converged (emu.simt.Warp): every live lane at upc
+            lanes = w.live
+        else:
+            pc, lanes = w.select_lanes()
         if self.trace is not None:
             self.trace.issued(w, pc, lane_bits(lanes))
         instrs = self.kernel.instrs

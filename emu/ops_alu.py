@@ -327,6 +327,7 @@ class Fma:
 # CuTe DSL 4.8.1 emits add/sub/mul.f32x2 (no modifiers) for TensorSSA arithmetic and {add,sub,mul,fma}.rn.f32x2
 # (.rz/.rm/.rp/.ftz on request) from cute.arch.{add,sub,mul,fma}_packed_f32x2.
 _RND = ("rn", "rz", "rm", "rp")
+_F32 = np.dtype(np.float32)
 _F32_MAX = np.float32(np.finfo(np.float32).max)
 
 
@@ -365,7 +366,7 @@ class _F32Op:
 
     def arith(self, xs: list) -> np.ndarray:
         """The f32 result per lane: IEEE 754 binary32 with the rounding mode, then NaN -> canonical, .ftz, .sat."""
-        xs = [x if x.dtype == np.float32 else np.asarray(x, np.float32) for x in xs]
+        xs = [x if x.dtype is _F32 else np.asarray(x, np.float32) for x in xs]
         if self.ftz:
             xs = [_ftz(x) for x in xs]
         if self.rnd == "rn" and self.op != "fma":  # numpy's float32 arithmetic is IEEE round-to-nearest-even

@@ -38,7 +38,7 @@ def _group(cta, n: int) -> list:
 
 
 def _lane(mask) -> list:
-    return [int(x) for x in np.flatnonzero(mask)]
+    return np.flatnonzero(mask).tolist()
 
 
 def _check_whole_warp(w, ins, mask) -> None:
@@ -372,6 +372,7 @@ class StoreAsync:
         # every lane's bytes at once: row `lane` is what that lane stores
         data = np.stack([to_bits(w.read(it, ty, ex), ty) for it in items], axis=1).astype(f"<u{esize}")
         signalled = {}  # mbarrier address -> (CTA, offset): each mbarrier's checks once (the same warp, the same clock)
+        costs = {}  # destination CTA -> the Cost of one lane's store into it (read-only: shared by the lanes)
         for lane in _lane(mask):
             addr = dst[lane]
             if addr % nbytes:
@@ -397,8 +398,10 @@ class StoreAsync:
                 _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
-            ex.submit(w.cta.cluster, AsyncOp(f"st.async {addr:#x}+{nbytes}", run, None, ins.line,
-                                             Cost("remote", nbytes, dests=(cta,))))
+            cost = costs.get(cta.rank)
+            if cost is None:
+                cost = costs[cta.rank] = Cost("remote", nbytes, dests=(cta,))
+            ex.submit(w.cta.cluster, AsyncOp(f"st.async {addr:#x}+{nbytes}", run, None, ins.line, cost))
 
 
 @family("cp.async.bulk.prefetch")

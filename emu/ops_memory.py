@@ -261,7 +261,8 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
+    if warp_key(w) not in bar.ordered_users:  # (else check_use returns at once: no note callback to make)
+        check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
     return bar
 
 

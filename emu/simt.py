@@ -38,6 +38,8 @@ def type_bits(ty: str) -> int:
 # operand, so the lookups are made once here
 _DTYPES = {ty: (np.dtype(dt), np.dtype(_UNSIGNED[np.dtype(dt).itemsize])) for ty, dt in _NP.items()}
 _BITS = {ty: np.dtype(dt).itemsize * 8 for ty, dt in _NP.items()}
+_U64 = np.dtype(np.uint64)
+_UNIFORM_TYPES = {"b32": 0xFFFFFFFF, "u32": 0xFFFFFFFF, "b64": (1 << 64) - 1, "u64": (1 << 64) - 1}  # (uniform_value)
 NO_LANES = bytes(WARP)  # a lane vector with no lane set, as bytes: comparing bytes is the cheapest test of a mask
 ALL_LANES = bytes([1]) * WARP
 
@@ -220,7 +222,10 @@ class Warp:
         r = self.regs.get(name)
         if r is None:
             r = self._reg(name)
-        r[mask] = bool(values) if type(values) is bool or np.ndim(values) == 0 else np.asarray(values, bool)[mask]
+        if type(values) is bool and mask is self.live and self.all_lanes:
+            r.fill(values)
+        else:
+            r[mask] = bool(values) if type(values) is bool or np.ndim(values) == 0 else np.asarray(values, bool)[mask]
 
     def set_bits(self, op, bits: np.ndarray, mask: np.ndarray) -> None:
         """Write register bits (a new uint64 lane vector, zero-extended, which the caller keeps no reference to) to the
@@ -269,18 +274,22 @@ def uniform_bits(w, r: np.ndarray, mask: np.ndarray) -> int | None:
 
 
 def uniform_value(w, op, ty: str, mask: np.ndarray) -> int | None:
-    """An integer operand (register or immediate) read as `ty` when every lane of `mask` holds the same value: that
-    value as an int; None when the lanes differ (or the operand is of another kind: callers then read lane vectors)."""
-    bits = _BITS[ty]
-    if type(op) is Imm and not op.is_float:
-        return int(op.value) & ((1 << bits) - 1)
-    if type(op) is not Reg:
+    """An operand of an unsigned or bit type of 32 or 64 bits (register or integer immediate) read as `ty` when every
+    lane of `mask` holds the same value: that value as an int; None when the lanes differ (or for another kind of
+    operand or type: callers then read lane vectors)."""
+    low = _UNIFORM_TYPES.get(ty)
+    kind = type(op)
+    if low is None:
         return None
-    r = w.register(op.name)
-    if r.dtype != np.uint64 or ty not in ("b32", "u32", "b64", "u64"):
-        return None
-    v = uniform_bits(w, r, mask)
-    return None if v is None else v & ((1 << bits) - 1)
+    if kind is Reg:
+        r = w.register(op.name)
+        if r.dtype is not _U64:  # (a predicate's bools)
+            return None
+        v = uniform_bits(w, r, mask)
+        return None if v is None else v & low
+    if kind is Imm and not op.is_float:
+        return int(op.value) & low
+    return None
 
 
 def uniform_address(ex, w, op: Addr, width: int, mask: np.ndarray) -> int | None:
