@@ -580,7 +580,7 @@ class Machine:
 
     def complete_one(self, cluster) -> bool:
         """Complete one in-flight operation drawn uniformly from those that can complete now; False if none can."""
-        op = cluster.inflight.pop_completable(lambda count: int(self.rng.integers(count)))
+        op = cluster.inflight.pop_completable(self.rng.integers)
         if op is None:
             return False
         if self.trace is not None:
@@ -677,7 +677,7 @@ class Machine:
                         runnable.append(w)
                 elif key[0].version != key[1] and not w.done and w.blocked_on is None and self._wakes(w, wakeable):
                     runnable.append(w)
-            if cl.inflight and (not runnable or rng.random() < self.completion_prob):
+            if cl.inflight.size and (not runnable or rng.random() < self.completion_prob):
                 if self.complete_one(cl):
                     continue
             if not runnable and wakeable:  # nothing else can happen: the late wakers wake now

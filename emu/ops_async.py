@@ -721,8 +721,8 @@ class _PendingTmemLoad:
         ordering.ld_read(w, self, self.ex.clock)
         load = tcgen05.tmem_load_16x256b if self.shape == "16x256b" else tcgen05.tmem_load_32x32b
         vals = load(w.cta, self.taddr, w.warp_id % 4, self.num)  # [32 threads, registers]
-        for i, r in enumerate(self.regs):
-            w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
+        for r, bits in zip(self.regs, vals.T.astype(np.uint64)):  # (a row per register: its lanes' bits)
+            w.set_bits(r, bits, self.mask)
 
 
 def _tc_ld(ex, w, ins, mask):
@@ -751,7 +751,8 @@ def _tc_ld(ex, w, ins, mask):
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape)
+    # (w.live is never changed in place: kept as it is, the finish writes whole registers)
+    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask if mask is w.live else mask.copy(), num, shape)
     ncols = num * 8 if shape == "16x256b" else num  # .16x256b: 8 columns a repetition
     ordering.ld_after_dealloc(ex, w, ins, col, ncols)
     ordering.ld_issued(w, pending, col, ncols, ins.line)

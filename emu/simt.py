@@ -248,10 +248,6 @@ class Warp:
         else:
             r[mask] = bits[mask]
 
-    def write_bits(self, name: str, bits: np.ndarray, mask: np.ndarray) -> None:
-        r = self._reg(name)
-        r[mask] = bits[mask]
-
 
 def _is_pred(name: str, reg_types: dict) -> bool:
     if name in reg_types:
