@@ -298,7 +298,8 @@ class TraceHash:
     """A digest of one run as it happened: every warp-instruction issued (the CTA's coordinates, the warp, the PC and
     the lanes at it, guarded-off ones included) and every asynchronous operation completed (its issue number in its
     cluster, PTX line and name), in order. Equal digests: the same schedule, to the instruction. Work on the emulator's speed
-    must leave every digest unchanged (tools/emulator_bench.py hashes; tests/harness/test_trace_hashes.py)."""
+    must leave every digest unchanged (tools/emulator_bench.py hashes; tests/harness/test_trace_hashes.py). Kept by
+    Machine(digest=True) as Machine.digest."""
 
     def __init__(self):
         self._digest = hashlib.blake2b(digest_size=16)
@@ -361,7 +362,7 @@ class Cost:
 class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
                  completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None,
-                 prerequisite_writes=None, trace: bool = False):
+                 prerequisite_writes=None, digest: bool = False):
         decode_kernel(kernel)
         check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
@@ -379,7 +380,8 @@ class Machine:
         self.max_quantum = knobs["max_quantum"]
         self.completion_prob = knobs["completion_prob"]
         self.progress = progress
-        self.trace = TraceHash() if trace else None  # what ran, as a digest (TraceHash)
+        # what ran, as a digest (TraceHash); not `trace`: the timed machine's Chrome trace has that name
+        self.digest = TraceHash() if digest else None
         self.param_base = self._place_params(launch.params)
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
@@ -583,8 +585,8 @@ class Machine:
         op = cluster.inflight.pop_completable(self.rng.integers)
         if op is None:
             return False
-        if self.trace is not None:
-            self.trace.completed(op)
+        if self.digest is not None:
+            self.digest.completed(op)
         self.current = op
         try:
             op.run()
@@ -729,8 +731,8 @@ class Machine:
             lanes = w.live
         else:
             pc, lanes = w.select_lanes()
-        if self.trace is not None:
-            self.trace.issued(w, pc, lane_bits(lanes))
+        if self.digest is not None:
+            self.digest.issued(w, pc, lane_bits(lanes))
         instrs = self.kernel.instrs
         if pc >= len(instrs):
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")

@@ -92,9 +92,9 @@ class ScheduleRun:
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
-    # with emulate(trace=True): {"trace": digest of what ran (emu.machine.TraceHash), "events": how many, "c": digest
+    # with emulate(digest=True): {"trace": digest of what ran (emu.machine.TraceHash), "events": how many, "c": digest
     # of the C the schedule left}; equal before and after a change to the emulator's speed: the same schedule
-    trace: dict = field(default_factory=dict)
+    digest: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -280,14 +280,14 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
             dsl: str = "default", host_path: str | None = None, schedules=None,
             stop_at_failure: bool = True, allow_notes: bool = False, problem=None,
-            prerequisite_writes="config", trace: bool = False) -> EmulationResult:
+            prerequisite_writes="config", digest: bool = False) -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise. allow_notes: a MATCH with notes
     passes (EmulationResult.passed); by default it fails, as it must for the kernel under development. problem: the
     leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm). prerequisite_writes: the operands
     the grid before the call writes (None: not known, so under PDL every global access before griddepcontrol.wait
-    races; "config": the stream the config states, harness.problems.prerequisite_writes_for). trace: each schedule's
-    ScheduleRun.trace (digests of what ran and of C)."""
+    races; "config": the stream the config states, harness.problems.prerequisite_writes_for). digest: each schedule's
+    ScheduleRun.digest (digests of what ran and of C)."""
     t0 = time.time()
     problem = get_problem(problem)
     host_path = host_path or default_host_path()
@@ -314,11 +314,11 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
             gmem.write(addresses["profile"], profile_blank)
         run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule,
-                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes), trace=trace)
+                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes), digest=digest)
         one = ScheduleRun(schedule.name, run.status, run.message)
-        if trace and run.machine is not None:
+        if digest and run.machine is not None:
             c_bytes = gmem.read(addresses["c"], m * n * l * 2).tobytes()
-            one.trace = {"trace": run.machine.trace.hexdigest(), "events": run.machine.trace.events,
+            one.digest = {"trace": run.machine.digest.hexdigest(), "events": run.machine.digest.events,
                          "c": hashlib.blake2b(c_bytes, digest_size=16).hexdigest()}
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
         if run.machine is not None:

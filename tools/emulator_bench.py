@@ -237,10 +237,10 @@ def config_hashes(name: str) -> dict:
     config = next(c for c in _table_configs() if c.name == name)
     shape = emulator_small_shape(config)
     prep = prepare(*shape, config_name=name)
-    res = emulate(*shape, config_name=name, schedules=HASH_SCHEDULES, stop_at_failure=False, trace=True)
+    res = emulate(*shape, config_name=name, schedules=HASH_SCHEDULES, stop_at_failure=False, digest=True)
     return {"shape": list(shape), "ptx": hashlib.blake2b(prep.cap.ptx.encode(), digest_size=16).hexdigest(),
             "dsl": prep.cap.dsl_version,
-            "schedules": {r.schedule: {"status": r.status, "notes": len(r.notes), **r.trace} for r in res.runs}}
+            "schedules": {r.schedule: {"status": r.status, "notes": len(r.notes), **r.digest} for r in res.runs}}
 
 
 def compare(name: str, want: dict, got: dict) -> list[str]:

@@ -144,7 +144,7 @@ def traced(policy: str, seed: int):
     gmem = GlobalMemory()
     out = gmem.alloc(64, fill=0)
     run = run_kernel(launch(kernel_text(ABA), [out.to_bytes(8, "little")], threads=64, dynamic_smem=8192), gmem,
-                     schedule=Schedule(policy, seed), trace=True)
+                     schedule=Schedule(policy, seed), digest=True)
     return run.machine
 
 
@@ -153,8 +153,8 @@ def test_trace_digest_names_the_schedule():
     same schedule gives the same digest, another schedule another; one event per instruction issued and per asynchronous
     operation completed."""
     a, b, other = traced("uniform", 2), traced("uniform", 2), traced("uniform", 5)
-    assert a.trace.hexdigest() == b.trace.hexdigest() != other.trace.hexdigest()
-    assert a.trace.events == a.stats["warp_instructions"] + a.stats["async_ops"]
+    assert a.digest.hexdigest() == b.digest.hexdigest() != other.digest.hexdigest()
+    assert a.digest.events == a.stats["warp_instructions"] + a.stats["async_ops"]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -289,7 +289,7 @@ def test_schedules_and_small_shape_sm_count():
 def test_verdicts_in_worker_processes_are_the_serial_ones():
     """harness.verdict.emulate_in_order (test_correctness.py's and tools/sweep.py's runs, one worker per CPU): with two
     workers the same verdicts, stats and digests of what ran, in the calls' order, as one after another here."""
-    calls = [{"m": m, "n": n, "k": k, "l": l, "config_name": name, "schedules": 2, "trace": True}
+    calls = [{"m": m, "n": n, "k": k, "l": l, "config_name": name, "schedules": 2, "digest": True}
              for name in ("m128n64_c1x1_e32", "m256n64_c2x1_e32_ac", "m128n128_c1x1_e32")
              for (m, n, k, l) in [small_shape(next(c for c in SUB.TUNE_SPACE if c.name == name))]]
     serial = list(emulate_in_order(calls, jobs=1))
@@ -297,5 +297,5 @@ def test_verdicts_in_worker_processes_are_the_serial_ones():
     assert [r.config for r in parallel] == [c["config_name"] for c in calls]
     for one, other in zip(serial, parallel):
         assert one.verdict == other.verdict == "MATCH", one.summary()
-        ran = [[(r.schedule, r.stats, r.trace) for r in res.runs] for res in (one, other)]
+        ran = [[(r.schedule, r.stats, r.digest) for r in res.runs] for res in (one, other)]
         assert ran[0] == ran[1]
