@@ -17,7 +17,8 @@ Anywhere else the kernel cannot run. The script says why, then runs the offline 
   3. the compiled kernel of each of those configs (with --configs all: of every TUNE_SPACE config) in the
      SM100 emulator (emu/, tools/emulate.py) on a small shape, both generators, under the emulator's default
      verdict (several schedules), through the launcher custom_kernel takes here: TVM-FFI, or its pointer
-     fallback where apache-tvm-ffi is missing (as on the Modal runner); lines labelled "emulated".
+     fallback where apache-tvm-ffi is missing (as on the Modal runner); lines labelled "emulated". The runs are
+     independent and take one worker process per CPU (--jobs N; 1 runs them here), their lines in the same order.
 Exit 0 only if all pass.
 
 --problem nvfp4_gemm checks the single GEMM (leaderboard nvfp4_gemm) the same way: nvfp4_gemm/task.yml's shapes, its
@@ -326,37 +327,39 @@ def run_tune_space_checks(task, problem: str = "nvfp4_dual_gemm") -> tuple[int, 
 LEADERBOARD_SCHEDULES = 1
 
 
-def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem="nvfp4_dual_gemm") -> tuple[int, int]:
+def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem="nvfp4_dual_gemm",
+                        jobs: int | None = 1) -> tuple[int, int]:
     """The compiled kernel of each config in the SM100 emulator (emu/), on a small shape, every generator, through
     the launcher custom_kernel uses here (harness.capture.default_host_path: its TVM-FFI entry where apache-tvm-ffi
     imports, else the pointer fallback): strict data under the emulator's default verdict (several schedules;
     harness.verdict.DEFAULT_SCHEDULES, or `schedules` of them), the leaderboard's data under LEADERBOARD_SCHEDULES. A
-    capture the emulator cannot make on this machine is a SKIP line with the reason, not a failure."""
+    capture the emulator cannot make on this machine is a SKIP line with the reason, not a failure. The runs are
+    independent: `jobs` worker processes take them (None: one per CPU; 1: this process), the lines come in the same
+    order either way (harness.verdict.emulate_in_order)."""
     from harness.capture import default_host_path
-    from harness.verdict import emulate, small_shape
+    from harness.verdict import emulate_in_order, small_shape
 
     host_path = default_host_path()
     if host_path == "pointer":
         print("emulator: apache-tvm-ffi is not importable here, so custom_kernel takes its pointer fallback: the "
               "emulated checks run that launcher", flush=True)
+    calls = [{"m": m, "n": n, "k": k, "l": l, "config_name": config.name, "mode": mode, "sched_seed": 0,
+              "host_path": host_path, "schedules": schedules if mode == "strict" else LEADERBOARD_SCHEDULES,
+              "problem": problem}
+             for config in configs for (m, n, k, l) in [small_shape(config)] for mode in modes]
     passed = failed = 0
-    for config in configs:
-        shape = small_shape(config)
-        for mode in modes:
-            runs = schedules if mode == "strict" else LEADERBOARD_SCHEDULES
-            res = emulate(*shape, config_name=config.name, mode=mode, sched_seed=0, host_path=host_path,
-                          schedules=runs, problem=problem)
-            if res.status == "unsupported" and "cannot export" in res.message:
-                print(f"SKIP  {res.summary()}\n      {_first_line(res.message)}", flush=True)
-                continue
-            ok = res.passed  # a MATCH with notes fails: the ISA does not promise what a note names
-            print(f"{'PASS' if ok else 'FAIL'}  {res.summary()}", flush=True)
-            for line in res.note_lines():
-                print("      " + line)
-            if not ok and res.status != "match":
-                print("      " + _first_line(res.message))
-            passed += ok
-            failed += not ok
+    for res in emulate_in_order(calls, jobs):
+        if res.status == "unsupported" and "cannot export" in res.message:
+            print(f"SKIP  {res.summary()}\n      {_first_line(res.message)}", flush=True)
+            continue
+        ok = res.passed  # a MATCH with notes fails: the ISA does not promise what a note names
+        print(f"{'PASS' if ok else 'FAIL'}  {res.summary()}", flush=True)
+        for line in res.note_lines():
+            print("      " + line)
+        if not ok and res.status != "match":
+            print("      " + _first_line(res.message))
+        passed += ok
+        failed += not ok
     return passed, failed
 
 
@@ -452,6 +455,9 @@ def main(argv=None) -> int:
     parser.add_argument("--schedules", type=int, default=None,
                         help="off a B200: schedules of each emulated run on strict data (default: the emulator's "
                              "six-schedule verdict; fewer is quicker and finds fewer races)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="off a B200: emulated runs at once, each in a worker process (default: one per CPU, "
+                             f"{os.cpu_count()} here; 1: one after the other in this process)")
     parser.add_argument("--configs", choices=("default", "all"), default="default",
                         help="default: custom_kernel as submitted; all: also every TUNE_SPACE config on every test "
                              "shape it can implement (after a kernel change; the tuner covers benchmark shapes)")
@@ -497,11 +503,12 @@ def main(argv=None) -> int:
         print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")
         return 1
     configs = list(tune_space(args.problem)) if args.configs == "all" else configs_used_by(task, args.problem)
+    jobs = args.jobs or os.cpu_count() or 1
     print(f"emulator: the compiled kernel of {len(configs)} config(s) on the CPU (tools/emulate.py; "
-          f"{'every TUNE_SPACE config' if args.configs == 'all' else 'the configs the test and benchmark shapes use'})",
-          flush=True)
-    p, f = (run_emulator_checks(configs, schedules=args.schedules) if args.problem == "nvfp4_dual_gemm"
-            else run_emulator_checks(configs, schedules=args.schedules, problem=args.problem))
+          f"{'every TUNE_SPACE config' if args.configs == 'all' else 'the configs the test and benchmark shapes use'}"
+          f"; {jobs} worker process{'es' if jobs > 1 else ''})", flush=True)
+    p, f = (run_emulator_checks(configs, schedules=args.schedules, jobs=jobs) if args.problem == "nvfp4_dual_gemm"
+            else run_emulator_checks(configs, schedules=args.schedules, problem=args.problem, jobs=jobs))
     passed += p
     failed += f
     print(f"summary: {passed} passed, {failed} failed (offline and emulated checks; {time.perf_counter() - start:.0f} s)")

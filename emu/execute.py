@@ -45,18 +45,19 @@ class Execution:
 
 def run_kernel(launch: CapturedLaunch, gmem: GlobalMemory, sched_seed: int = 0, clusters="all", progress=None,
                max_quantum: int = 24, schedule: Schedule | None = None, prerequisite_writes=None,
-               unknown=()) -> Execution:
+               unknown=(), digest: bool = False) -> Execution:
     """The emulator's public entry point: parse the launch's PTX and run it on gmem (every cluster, or a seeded choice
     of `clusters` of them) under `schedule` (default: the uniform policy with sched_seed and max_quantum); report how
     it ended. The machine it ran on (memory, stores, notes, stats) is in the result. prerequisite_writes: addresses
     in the global allocations the grid before this one in the stream may write (Machine.check_global_access; None:
     not known). unknown: global (address, bytes) whose contents the caller does not know (Machine.watch_unknown: a
-    cluster that reads them is in machine.tainted)."""
+    cluster that reads them is in machine.tainted). digest: keep a digest of every instruction issued and asynchronous
+    operation completed (run.machine.digest, emu.machine.TraceHash)."""
     run = Execution("completed")
     try:
         kernel = ptx_mod.parse_module(launch.ptx)
         run.machine = Machine(kernel, launch, gmem, seed=sched_seed, progress=progress, max_quantum=max_quantum,
-                              schedule=schedule, prerequisite_writes=prerequisite_writes)
+                              schedule=schedule, prerequisite_writes=prerequisite_writes, digest=digest)
         run.machine.watch_unknown(unknown)
         ids = choose_clusters(run.machine, clusters, run.machine.schedule.seed)
         run.clusters_total = len(list(run.machine.clusters()))

@@ -16,14 +16,20 @@ they run one after another; inside a cluster every warp of every CTA interleaves
 from __future__ import annotations
 
 import bisect
+import collections
+import contextlib
+import ctypes
+import gc
+import hashlib
 import operator
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .lint import check_kernel
-from .simt import WARP, Warp
+from .simt import NO_LANES, WARP, Warp
 from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
@@ -95,6 +101,54 @@ STARVED = 1 << 30  # turn-order class of a starved warp
 STARVED_TURN_PROB = 0.002
 
 
+class Draws:
+    """A schedule's random draws: numpy's Generator.integers(low, high) and .random() on a PCG64, the same values from
+    the same state, without the Generator's method call (1.3-1.6 us each; a schedule draws two to three times per
+    turn, ~10^6 times per K-split verdict). They call the bit generator's own C functions (its ctypes interface:
+    next_uint32 with its buffered upper half, next_double) and bound integers as numpy does (a range of at most 2^32
+    values: Lemire's multiply-and-reject on 32-bit draws, numpy/random/src/distributions/distributions.c,
+    buffered_bounded_lemire_uint32), so they interleave with the Generator's own draws on the same bit generator
+    (tests/emu/test_scheduler.py compares the two)."""
+
+    def __init__(self, generator: np.random.Generator):
+        self.generator = generator  # (kept: its bit generator owns the state the functions below advance)
+        c = generator.bit_generator.ctypes
+        # PYFUNCTYPE: called holding the GIL, which the ctypes interface's CFUNCTYPE functions release and take back
+        # on every call (these C functions return at once): 0.19 us a draw instead of 0.32
+        self._state = c.state.value
+        self._next32 = ctypes.PYFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p)(_address(c.next_uint32))
+        self._next_double = ctypes.PYFUNCTYPE(ctypes.c_double, ctypes.c_void_p)(_address(c.next_double))
+
+    def integers(self, low: int, high: int | None = None) -> int:
+        """An int in [low, high) ([0, low) with one argument), as int(Generator.integers(low, high))."""
+        if high is None:
+            low, high = 0, low
+        span = high - low - 1  # numpy's rng: the largest offset
+        if span < 0:
+            raise ValueError(f"high <= low: {low}, {high}")
+        if span == 0:
+            return low  # no draw
+        if span > 0xFFFFFFFF:
+            return int(self.generator.integers(low, high))  # (64-bit draws: no schedule needs them)
+        if span == 0xFFFFFFFF:
+            return low + self._next32(self._state)
+        excl = span + 1
+        m = self._next32(self._state) * excl
+        if m & 0xFFFFFFFF < excl:
+            threshold = (0x100000000 - excl) % excl
+            while m & 0xFFFFFFFF < threshold:
+                m = self._next32(self._state) * excl
+        return low + (m >> 32)
+
+    def random(self) -> float:
+        """A float in [0, 1), as Generator.random()."""
+        return self._next_double(self._state)
+
+
+def _address(function) -> int:
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One reproducible schedule: a policy of POLICIES and the seed of its random generator."""
@@ -127,6 +181,8 @@ class AsyncOp:
     `cost` says what the operation moves or computes, for the timed scheduler (emu.timing): a Cost. The seeded
     scheduler only counts the global bytes each read asks for (Machine.traffic)."""
 
+    __slots__ = ("name", "run", "queue", "line", "cost", "ready", "seq")  # (~10^5 made per K-split schedule)
+
     def __init__(self, name: str, run, queue=None, line: int = 0, cost=None, ready=None):
         self.name, self.run, self.queue, self.line, self.cost, self.ready = name, run, queue, line, cost, ready
 
@@ -134,46 +190,46 @@ class AsyncOp:
 class InFlight:
     """A cluster's asynchronous operations in flight, in issue order. Most (copies, st.async, ...) may complete at any
     time; a gated one waits behind an earlier operation of its queue or on its ready(). The seeded scheduler draws
-    the r-th completable operation in issue order; this list finds it from the gated operations alone (bisect on
-    the issue number), not by listing every completable one per draw: a split-K exchange keeps thousands of st.async
-    in flight, and the plain list made that O(n) per completion."""
+    the r-th completable operation in issue order (pop_completable). `ops` holds the operations that may be drawn:
+    every unqueued one and the first of each queue; the later ones of a queue wait apart (`waiting`) and enter `ops`,
+    at their place in issue order, when the one before them completes; the unqueued ones with a ready() keep their
+    positions in `ops` as operations come and go (`gated`, `gated_at`). So a draw looks at the few operations whose
+    ready() may say no, not at every gated one: a split-K exchange keeps thousands of st.async in flight, and a
+    six-CTA K split dozens of queued tcgen05 operations, which a bisection each per draw made 30% of its schedule.
+    The draws are those of the plain list (tests/emu/test_scheduler.py)."""
 
     def __init__(self):
-        self.ops, self.gated, self.issued = [], [], 0
+        self.ops, self.gated, self.gated_at = [], [], []
+        self.heads = {}  # queue -> its first operation in flight (in ops)
+        self.waiting = {}  # queue -> its later operations in flight, in issue order
+        self.issued = self.size = 0
 
     def append(self, op) -> None:
         op.seq, self.issued = self.issued, self.issued + 1
-        self.ops.append(op)
-        if op.queue is not None or op.ready is not None:
+        self.size += 1
+        if op.queue is not None:
+            if op.queue in self.heads:
+                self.waiting.setdefault(op.queue, collections.deque()).append(op)
+                return
+            self.heads[op.queue] = op
+        elif op.ready is not None:
             self.gated.append(op)
+            self.gated_at.append(len(self.ops))
+        self.ops.append(op)
 
-    def remove(self, op) -> None:
-        del self.ops[self._index(op)]
-        if op.queue is not None or op.ready is not None:
-            self.gated.remove(op)
-
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def __getitem__(self, i):
-        return self.ops[i]
-
-    def _index(self, op) -> int:
-        return bisect.bisect_left(self.ops, op.seq, key=_issue_number)
+    def pop_completable(self, pick):
+        """Remove and return the r-th (from 0) completable operation in issue order, r = pick(how many can complete);
+        None when none can."""
+        blocked = self.blocked()
+        count = len(self.ops) - len(blocked)
+        if not count:
+            return None
+        return self.take(self.nth_completable(pick(count), blocked))
 
     def blocked(self) -> list[int]:
-        """Positions (ascending) of the operations that cannot complete now: all but the first of each queue, and the
-        unqueued ones whose ready() says not yet."""
-        seen, out = set(), []
-        for op in self.gated:
-            if op.queue is None:
-                if not op.ready():
-                    out.append(self._index(op))
-            elif op.queue in seen:
-                out.append(self._index(op))
-            else:
-                seen.add(op.queue)
-        return out
+        """Positions in `ops` (ascending) of the operations that cannot complete now: the unqueued ones whose ready()
+        says not yet (the later operations of a queue are not in `ops`)."""
+        return [pos for op, pos in zip(self.gated, self.gated_at) if not op.ready()]
 
     @staticmethod
     def nth_completable(r: int, blocked: list[int]) -> int:
@@ -184,8 +240,106 @@ class InFlight:
             r += 1
         return r
 
+    def take(self, pos: int):
+        """Remove and return the operation at position `pos` of `ops` (as nth_completable names it); the next of its
+        queue, if any, takes its place in issue order."""
+        op = self.ops.pop(pos)
+        self.size -= 1
+        self._shift(pos, -1)
+        if op.queue is not None:
+            self._next_of(op.queue)
+        elif op.ready is not None:
+            i = self.gated_at.index(pos)
+            del self.gated[i], self.gated_at[i]
+        return op
+
+    def remove(self, op) -> None:
+        """Remove `op` wherever it is (the timed engine completes operations by time, not by draw)."""
+        pos = bisect.bisect_left(self.ops, op.seq, key=_issue_number)
+        if pos < len(self.ops) and self.ops[pos] is op:
+            self.take(pos)
+            return
+        self.waiting[op.queue].remove(op)
+        self.size -= 1
+        if not self.waiting[op.queue]:
+            del self.waiting[op.queue]
+
+    def _next_of(self, queue) -> None:
+        later = self.waiting.get(queue)
+        if not later:
+            del self.heads[queue]
+            return
+        nxt = self.heads[queue] = later.popleft()
+        if not later:
+            del self.waiting[queue]
+        pos = bisect.bisect_left(self.ops, nxt.seq, key=_issue_number)
+        self._shift(pos - 1, 1)
+        self.ops.insert(pos, nxt)
+
+    def _shift(self, after: int, by: int) -> None:
+        """The gated operations' positions beyond `after` move by `by`."""
+        at = self.gated_at
+        for i, p in enumerate(at):
+            if p > after:
+                at[i] = p + by
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        """Every operation in flight, in issue order."""
+        return iter(sorted([*self.ops, *(op for later in self.waiting.values() for op in later)], key=_issue_number))
+
 
 _issue_number = operator.attrgetter("seq")  # bisect's key, called O(log n) times per lookup: a C getter, not a def
+
+
+class TraceHash:
+    """A digest of one run as it happened: every warp-instruction issued (the CTA's coordinates, the warp, the PC and
+    the lanes at it, guarded-off ones included) and every asynchronous operation completed (its issue number in its
+    cluster, PTX line and name), in order. Equal digests: the same schedule, to the instruction. Work on the emulator's speed
+    must leave every digest unchanged (tools/emulator_bench.py hashes; tests/harness/test_trace_hashes.py). Kept by
+    Machine(digest=True) as Machine.digest."""
+
+    def __init__(self):
+        self._digest = hashlib.blake2b(digest_size=16)
+        self.events = 0
+
+    def issued(self, w, pc: int, lanes: int) -> None:
+        """`lanes`: the executing lanes as a 32-bit mask (bit i: lane i)."""
+        self._digest.update(struct.pack("<BiiiiqI", 0, *w.cta.ctaid, w.warp_id, pc, lanes))
+        self.events += 1
+
+    def completed(self, op) -> None:
+        self._digest.update(struct.pack("<Bqi", 1, op.seq, op.line) + op.name.encode())
+        self.events += 1
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def lane_bits(lanes: np.ndarray) -> int:
+    """A lane vector of 32 bools as a 32-bit mask (bit i: lane i)."""
+    return int(np.packbits(lanes, bitorder="little").view("<u4")[0])
+
+
+@contextlib.contextmanager
+def running():
+    """What a machine needs from the interpreter while it runs:
+    - numpy's floating-point warnings off: overflow, underflow, invalid and divide give the IEEE results (inf, NaN,
+      zeros) the PTX ISA's float instructions produce, so the opcode modules need no np.errstate of their own (2 us
+      to enter, per instruction);
+    - Python's cyclic garbage collector paused: a K split's schedule allocates some 10^5 short-lived objects (in-flight
+      operations, their closures), and the collections they set off took 9% of it (measured); what the run leaves in
+      cycles is collected once it ends."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with np.errstate(all="ignore"):
+            yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class Cost:
@@ -208,7 +362,7 @@ class Cost:
 class Machine:
     def __init__(self, kernel, launch, gmem: GlobalMemory, seed: int = 0, max_quantum: int = 24,
                  completion_prob: float = 0.35, progress=None, schedule: Schedule | None = None,
-                 prerequisite_writes=None):
+                 prerequisite_writes=None, digest: bool = False):
         decode_kernel(kernel)
         check_kernel(kernel)  # kernel-wide static rules (emu.lint) before anything runs
         self.kernel = kernel
@@ -220,12 +374,14 @@ class Machine:
         if schedule is None:  # the pre-policy interface: explicit quantum and completion probability
             knobs.update(max_quantum=max_quantum, completion_prob=completion_prob)
         self.knobs = knobs
-        self.rng = np.random.default_rng(self.schedule.seed)
+        self.rng = Draws(np.random.default_rng(self.schedule.seed))
         self.mufu_rng = None  # tanh.approx error draws, made on first use (ops_alu)
         self.tensor_maps = {}  # generic address -> decoded CUtensorMap (tensor_map)
         self.max_quantum = knobs["max_quantum"]
         self.completion_prob = knobs["completion_prob"]
         self.progress = progress
+        # what ran, as a digest (TraceHash); not `trace`: the timed machine's Chrome trace has that name
+        self.digest = TraceHash() if digest else None
         self.param_base = self._place_params(launch.params)
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
@@ -289,6 +445,7 @@ class Machine:
             cta.named_barriers = {}
             cta.warps = [Warp(cta, i, min(WARP, nthreads - i * WARP), self.kernel.reg_decls)
                          for i in range((nthreads + WARP - 1) // WARP)]
+            cta.running = sum(not w.done for w in cta.warps)
             cl.ctas.append(cta)
         cl.barrier = ClusterBarrier(cl)
         cl.inflight = InFlight()
@@ -447,13 +604,11 @@ class Machine:
 
     def complete_one(self, cluster) -> bool:
         """Complete one in-flight operation drawn uniformly from those that can complete now; False if none can."""
-        inflight = cluster.inflight
-        blocked = inflight.blocked()
-        count = len(inflight) - len(blocked)
-        if not count:
+        op = cluster.inflight.pop_completable(self.rng.integers)
+        if op is None:
             return False
-        op = inflight[inflight.nth_completable(int(self.rng.integers(count)), blocked)]
-        inflight.remove(op)
+        if self.digest is not None:
+            self.digest.completed(op)
         self.current, self.op_cluster = op, cluster.clusterid
         try:
             op.run()
@@ -482,7 +637,8 @@ class Machine:
         ids = list(self.clusters()) if cluster_ids is None else cluster_ids
         for n, cid in enumerate(ids):
             cl = self.build_cluster(cid)
-            self.run_cluster(cl)
+            with running():
+                self.run_cluster(cl)
             if self.progress:
                 self.progress(n + 1, len(ids))
 
@@ -534,13 +690,18 @@ class Machine:
         order = self._turn_order(cl)
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
-            wakeable = []
+            wakeable, runnable = [], []
             # Who can take a turn (rebuilt every turn, so the tests are inline): not done, not blocked, and awake or
-            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now
-            runnable = [w for w in warps if not w.done and w.blocked_on is None
-                        and (w.sleep_key is None or (w.sleep_key[0].version != w.sleep_key[1]
-                                                     and self._wakes(w, wakeable)))]
-            if cl.inflight and (not runnable or rng.random() < self.completion_prob):
+            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now;
+            # a sleeper's barrier is looked at first (most warps sleep, on a barrier that has not changed)
+            for w in warps:
+                key = w.sleep_key
+                if key is None:
+                    if not w.done and w.blocked_on is None:
+                        runnable.append(w)
+                elif key[0].version != key[1] and not w.done and w.blocked_on is None and self._wakes(w, wakeable):
+                    runnable.append(w)
+            if cl.inflight.size and (not runnable or rng.random() < self.completion_prob):
                 if self.complete_one(cl):
                     continue
             if not runnable and wakeable:  # nothing else can happen: the late wakers wake now
@@ -552,7 +713,7 @@ class Machine:
                     if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
                         raise Deadlock(f"cluster {cl.clusterid} exited with asynchronous operations that can never "
                                        "complete (their target mbarrier was never initialised): "
-                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in cl.inflight[:4]))
+                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in list(cl.inflight)[:4]))
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
                 if sleepers and cl.progress != mark:
@@ -587,21 +748,31 @@ class Machine:
     def execute_one(self, w):
         """Run the warp's next instruction (the lanes at its smallest PC). Returns None when the warp may go on,
         BLOCK when it must retry the same instruction later, SLEPT when it went to sleep on a barrier."""
+        pc = w.upc
+        if pc >= 0:  # converged (emu.simt.Warp): every live lane at upc
+            lanes = w.live
+        else:
+            pc, lanes = w.select_lanes()
+        if self.digest is not None:
+            self.digest.issued(w, pc, lane_bits(lanes))
         instrs = self.kernel.instrs
-        pc, lanes = w.select_lanes()
         if pc >= len(instrs):
             raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
         ins = instrs[pc]
         w.last_line = ins.line
         self.current = (w, ins)
         mask = lanes
-        if ins.guard is not None:
-            g = w.read(ins.guard[0], "pred")
-            mask = lanes & (~g if ins.guard[1] else g)
         self.stats["warp_instructions"] += 1
-        if not mask.any():  # every lane's guard is false: the instruction is skipped
-            w.pc[lanes] += 1
-            return None
+        guard = ins.guard
+        if guard is not None:
+            g = w.register(guard[0].name)
+            mask = lanes & ~g if guard[1] else lanes & g
+            executing = mask.tobytes()
+            if executing == NO_LANES:  # every lane's guard is false: the instruction is skipped
+                w.advance(lanes)
+                return None
+            if executing == (w.live_bytes if lanes is w.live else lanes.tobytes()):
+                mask = lanes  # every lane at the PC executes: handlers may take their whole-warp paths
         try:
             ctl = ins.handler(self, w, ins, mask)
         except EmulatorError as e:
@@ -609,11 +780,11 @@ class Machine:
                 raise
             raise type(e)(f"{e} [warp {w.warp_id} ({role_of(w.warp_id)}) of CTA {w.cta.ctaid}, {ins.where()}]") from None
         if ctl is None:
-            w.pc[lanes] += 1
+            w.advance(lanes)
         elif ctl is BLOCK or ctl is JUMPED:
             return ctl if ctl is BLOCK else None
         elif isinstance(ctl, Control) and ctl.kind == "sleep":
-            w.pc[lanes] += 1
+            w.advance(lanes)
             return SLEPT
         else:
             raise EmulatorError(f"bad control {ctl}")

@@ -78,6 +78,9 @@ class Mbarrier:
         # wait has been lapped (lapped_wait): the deadlock report names the cause.
         self.waited = {}
         self.lapped = {}
+        # Keys of the warps of its CTA whose use check_use found ordered after the init: what a warp has observed only
+        # grows and the init's clock is fixed, so the answer cannot change (a re-init makes a new object)
+        self.ordered_users = set()
 
     def describe(self) -> str:
         return (f"mbarrier CTA{self.cta.rank}+{self.offset:#x} (initialised at PTX line {self.init_line}; phase {self.phase}, waiting for parity "
@@ -181,9 +184,13 @@ def check_use(bar: Mbarrier, warp, what: str, note=None) -> None:
     the initialisation must happen-before the use (module docstring). A violation raises Hazard, or, when
     `note(rule, detail)` is given, is recorded through it under INIT_UNORDERED (inside the CTA) or INIT_UNPUBLISHED
     (across CTAs): a hardware-verified kernel survives both (init_notes)."""
+    key = warp_key(warp)
+    if key in bar.ordered_users:
+        return
     if warp.cta is bar.cta:
         init_warp = bar.init_thread[0]
         if init_warp is warp or warp.seen.get(warp_key(init_warp), -1) >= bar.init_clock:
+            bar.ordered_users.add(key)
             return
         msg = (f"{what}: warp {warp.warp_id} of CTA rank {warp.cta.rank} uses the mbarrier at {bar.offset:#x} "
                f"before its initialisation by warp {init_warp.warp_id} (PTX line {bar.init_line}) is ordered "
@@ -223,9 +230,10 @@ def check_remote_use(bar: Mbarrier, warp, what: str, note=None) -> None:
         note(msg)
 
 
-def note_signal(bar: Mbarrier, warp, now: int) -> None:
+def note_signal(bar: Mbarrier, warp, now: int, release: dict | None = None) -> None:
     """`warp` signals `bar` (an arrival or complete-tx it issued at clock `now`): a release from its CTA,
-    carrying what it had observed of other CTAs (and, per warp, of its own)."""
+    carrying what it had observed of other CTAs (and, per warp, of its own). `release`: released(warp, now), when
+    the caller signals from several lanes at once and made it once."""
     rel = bar.release_from
     rank = warp.cta.rank
     if rel.get(rank, -1) < now:
@@ -233,7 +241,7 @@ def note_signal(bar: Mbarrier, warp, now: int) -> None:
     for r, t in warp.known.items():
         if rel.get(r, -1) < t:
             rel[r] = t
-    merge(bar.phase_releases, released(warp, now))
+    merge(bar.phase_releases, released(warp, now) if release is None else release)
 
 
 def note_acquire(bar: Mbarrier, warp) -> None:

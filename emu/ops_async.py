@@ -38,7 +38,7 @@ def _group(cta, n: int) -> list:
 
 
 def _lane(mask) -> list:
-    return [int(x) for x in np.flatnonzero(mask)]
+    return np.flatnonzero(mask).tolist()
 
 
 def _check_whole_warp(w, ins, mask) -> None:
@@ -364,34 +364,44 @@ class StoreAsync:
     def execute(ex, w, ins, mask):
         vec, ty = ins.info
         dst_op, src, mbar_op = ins.operands[:3]
-        dst = lane_addresses(ex, w, dst_op, 32)
-        mbar = lane_addresses(ex, w, mbar_op, 32)
+        dst = lane_addresses(ex, w, dst_op, 32).tolist()
+        mbar = lane_addresses(ex, w, mbar_op, 32).tolist()
         items = src.items if isinstance(src, Vec) else (src,)
         esize = type_bits(ty) // 8
-        values = [to_bits(w.read(it, ty, ex), ty) for it in items]
+        nbytes = esize * vec
+        # every lane's bytes at once: row `lane` is what that lane stores
+        data = np.stack([to_bits(w.read(it, ty, ex), ty) for it in items], axis=1).astype(f"<u{esize}")
+        signalled = {}  # mbarrier address -> (CTA, offset): each mbarrier's checks once (the same warp, the same clock)
+        costs = {}  # destination CTA -> the Cost of one lane's store into it (read-only: shared by the lanes)
         for lane in _lane(mask):
-            nbytes = esize * vec
-            if int(dst[lane]) % nbytes:
-                raise Hazard(f"{ins.opcode}: address {int(dst[lane]):#x} is not aligned to the {nbytes}-byte access")
-            cta, off = SharedAddressing.resolve(w.cta, int(dst[lane]), True)
-            bar_cta, bar_off = SharedAddressing.resolve(w.cta, int(mbar[lane]), True)
+            addr = dst[lane]
+            if addr % nbytes:
+                raise Hazard(f"{ins.opcode}: address {addr:#x} is not aligned to the {nbytes}-byte access")
+            cta, off = SharedAddressing.resolve(w.cta, addr, True)
+            found = signalled.get(mbar[lane])
+            if found is None:
+                bar_cta, bar_off = SharedAddressing.resolve(w.cta, mbar[lane], True)
+                bar = bar_cta.mbarriers.get(bar_off) if bar_cta is cta else None
+                if bar_cta is cta and bar is not None:
+                    check_use(bar, w, ins.opcode)  # no note: a remote use before publication is a hazard here
+                    note_signal(bar, w, ex.clock)
+                found = signalled[mbar[lane]] = (bar_cta, bar_off)
+            bar_cta, bar_off = found
             if bar_cta is not cta:
                 raise Hazard(f"{ins.opcode}: the mbarrier (CTA rank {bar_cta.rank}) and the destination (CTA rank "
                              f"{cta.rank}) must be in the same CTA (PTX ISA 9.7.9.12)")
-            bar = bar_cta.mbarriers.get(bar_off)
-            if bar is None:
+            if bar_off not in cta.mbarriers:
                 raise Hazard(f"{ins.opcode}: no initialised mbarrier at shared offset {bar_off:#x} of CTA rank "
                              f"{bar_cta.rank}")
-            check_use(bar, w, ins.opcode)  # no note: a remote use before publication is a hazard here
-            note_signal(bar, w, ex.clock)
-            data = np.array([int(v[lane]) for v in values], np.uint64).astype(f"<u{esize}").view(np.uint8)
 
-            def run(cta=cta, off=off, data=data, bar_off=bar_off, nbytes=nbytes):
+            def run(cta=cta, off=off, data=data[lane].view(np.uint8), bar_off=bar_off):
                 _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
-            ex.submit(w.cta.cluster, AsyncOp(f"st.async {int(dst[lane]):#x}+{nbytes}", run, None, ins.line,
-                                             Cost("remote", nbytes, dests=(cta,))))
+            cost = costs.get(cta.rank)
+            if cost is None:
+                cost = costs[cta.rank] = Cost("remote", nbytes, dests=(cta,))
+            ex.submit(w.cta.cluster, AsyncOp(f"st.async {addr:#x}+{nbytes}", run, None, ins.line, cost))
 
 
 @family("cp.async.bulk.prefetch")
@@ -420,18 +430,13 @@ class BulkPrefetch:
         return None
 
 
-def exited(cta) -> bool:
-    """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
-    return bool(getattr(cta, "warps", None)) and all(w.done for w in cta.warps)
-
-
 def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
     """An asynchronous copy completes: its bytes land in `target`'s shared memory, then complete-tx of nbytes on
     the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism).
     A copy that lands after its CTA exited writes shared memory the CTA no longer owns: a Note, since the
     hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
-    for cta in {id(target): target, id(sig_cta): sig_cta}.values():
-        if exited(cta):
+    for cta in (target,) if target is sig_cta else (target, sig_cta):
+        if cta.exited:
             ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
                     f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
                     "and signals its mbarrier, which the next CTA on the SM may already own")
@@ -728,8 +733,8 @@ class _PendingTmemLoad:
         ordering.ld_read(w, self, self.ex.clock)
         vals = tcgen05.tmem_load(w.cta, self.taddr, w.warp_id % 4, self.num, self.shape, self.pack,
                                  self.half_offset)  # [32 threads, registers]
-        for i, r in enumerate(self.regs):
-            w.write_bits(r.name, vals[:, i].astype(np.uint64), self.mask)
+        for r, bits in zip(self.regs, vals.T.astype(np.uint64)):  # (a row per register: its lanes' bits)
+            w.set_bits(r, bits, self.mask)
 
 
 def _half_offset(ex, w, ins, shape: str, operand) -> int:
@@ -765,7 +770,9 @@ def _tc_ld(ex, w, ins, mask):
     for r in regs:
         if r.name in w.pending_tmem_ld:
             w.pending_tmem_ld[r.name].finish()
-    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask.copy(), num, shape, pack, half)
+    # (w.live is never changed in place: kept as it is, the finish writes whole registers)
+    pending = _PendingTmemLoad(ex, w, (lane << 16) | col, regs, mask if mask is w.live else mask.copy(), num, shape,
+                               pack, half)
     first_col, ncols = tcgen05.tmem_footprint(shape, num, pack, half)
     ordering.ld_after_dealloc(ex, w, ins, col + first_col, ncols)
     ordering.ld_issued(w, pending, col + first_col, ncols, ins.line)
@@ -957,10 +964,10 @@ class _StoreSource:
         return not any(self._completed_since_issue(b) for b in _joined(w) & _joined(self.issuer))
 
     def epoch_over(self) -> bool:
-        return any(self._completed_since_issue(b) for b in _joined(self.issuer)) or exited(self.cta)
+        return any(self._completed_since_issue(b) for b in _joined(self.issuer)) or self.cta.exited
 
     def read_and_store(self):
-        if exited(self.cta):
+        if self.cta.exited:
             self.ex.note("bulk-store-reads-after-exit", self.ins.site(), precedents.ARSENI_C_STORE,
                          f"the TMA store reads shared memory of CTA {self.cta.ctaid} after it exited (no "
                          "cp.async.bulk.wait_group before the exit)")

@@ -35,13 +35,13 @@ class Bra:
 
     @staticmethod
     def execute(ex, w, ins, mask):
-        pc = int(w.pc[mask][0])
-        live_here = ~w.exited & (w.pc == pc)
-        if ins.info and (mask != live_here).any():
-            raise Hazard(f"bra.uni taken by lanes {np.flatnonzero(mask).tolist()} but not by "
-                         f"{np.flatnonzero(live_here & ~mask).tolist()}: .uni promises a non-divergent branch")
-        w.pc[mask] = ins.target
-        w.pc[live_here & ~mask] += 1
+        if ins.info and not (mask is w.live and w.upc >= 0):  # (a converged warp's whole-warp branch is uniform)
+            pc = int(w.pc[mask][0])
+            live_here = ~w.exited & (w.pc == pc)
+            if (mask != live_here).any():
+                raise Hazard(f"bra.uni taken by lanes {np.flatnonzero(mask).tolist()} but not by "
+                             f"{np.flatnonzero(live_here & ~mask).tolist()}: .uni promises a non-divergent branch")
+        w.jump(mask, ins.target)
         return JUMPED
 
 

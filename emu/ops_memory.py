@@ -6,12 +6,13 @@ import numpy as np
 from .isa import BLOCK, Control, family, unsupported
 from .machine import role_of
 from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal,
-                       warp_key)
+                       released, warp_key)
 from .ops_async import on_shared_write
 from .ordering import generic_write
 from .ptx import Sink, Vec
-from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits
-from .state import CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_read, smem_write, store_shared
+from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits, uniform_address, uniform_value
+from .state import (CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_gather, smem_read,
+                    smem_write, store_shared, store_shared_rows)
 
 SLEEP = Control("sleep")
 
@@ -25,6 +26,44 @@ def _space(parts) -> str:
 
 def _shared(ex, w, addr: int, space: str):
     return SharedAddressing.resolve(w.cta, int(addr), cluster_scope=(space == "shared::cluster"))
+
+
+def _lanes_cta(ex, w, space: str, addrs: list):
+    """The CTA whose shared memory every address names (each carries the CTA's rank above bit 24), or None when they
+    name several (resolved lane by lane then)."""
+    rank = (addrs[0] & 0xFFFFFFFF) >> CLUSTER_RANK_SHIFT
+    if any((a & 0xFFFFFFFF) >> CLUSTER_RANK_SHIFT != rank for a in addrs):
+        return None
+    return _shared(ex, w, addrs[0], space)[0]
+
+
+def _read_lanes(ex, w, space: str, addrs: list, n: int) -> np.ndarray:
+    """[lanes, n] bytes: _read_bytes at each lane's address, in lane order (in one step where they share a space)."""
+    if space in ("param", "global"):
+        return ex.gmem.gather(addrs, n)
+    cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
+    if cta is None:
+        return np.stack([_read_bytes(ex, w, space, a, n) for a in addrs])
+    return smem_gather(cta, [a & SHARED_OFFSET_MASK for a in addrs], n)
+
+
+def _write_lanes(ex, w, space: str, addrs: list, rows: np.ndarray) -> None:
+    """_write_bytes of each lane's row at its address, in lane order (the data in one step where nothing can tell the
+    order: one allocation or CTA, no TMA-store source, no live mbarrier in the way)."""
+    n = rows.shape[1]
+    if space == "global":
+        ex.gmem.scatter(addrs, rows)
+        ex.store_log.extend((a, n) for a in addrs)
+        return
+    cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
+    if cta is None or cta.store_sources:  # (a TMA store's source may read between two lanes' writes)
+        for a, row in zip(addrs, rows):
+            _write_bytes(ex, w, space, a, row)
+        return
+    offsets = [a & SHARED_OFFSET_MASK for a in addrs]
+    store_shared_rows(cta, offsets, rows, "store")
+    for off in offsets:
+        generic_write(w, cta, off, n)
 
 
 def _read_bytes(ex, w, space: str, addr: int, n: int) -> np.ndarray:
@@ -91,24 +130,23 @@ class LoadStore:
             lane = int(np.flatnonzero(misaligned)[0])
             raise Hazard(f"{ins.opcode}: lane {lane} accesses {esize * vec} bytes at {int(addrs[lane]):#x}, not a multiple "
                          f"of {esize * vec} (PTX ISA 6.4.1: the address must be naturally aligned to the access size)")
+        lanes = np.flatnonzero(mask)
+        lane_addrs = addrs[lanes].tolist()
         if ins.base == "ld":
             dst = ins.operands[0]
             regs = dst.items if isinstance(dst, Vec) else (dst,)
-            out = [np.zeros(WARP, np.uint64) for _ in regs]
-            for lane in np.flatnonzero(mask):
-                raw = _read_bytes(ex, w, space, int(addrs[lane]), esize * vec)
-                for i in range(vec):
-                    out[i][lane] = int.from_bytes(raw[i * esize:(i + 1) * esize].tobytes(), "little")
-            for r, bits in zip(regs, out):
+            # each lane's bytes, its vec elements little-endian, the rows in lane order
+            values = _read_lanes(ex, w, space, lane_addrs, esize * vec).view(f"<u{esize}")
+            for i, r in enumerate(regs):
+                bits = np.zeros(WARP, np.uint64)
+                bits[lanes] = values[:, i]
                 w.write(r, from_bits(bits, ty), ty, mask)
             return
         src = ins.operands[1]
         items = src.items if isinstance(src, Vec) else (src,)
         vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
-        dt = np.dtype(f"<u{esize}")
-        for lane in np.flatnonzero(mask):
-            data = np.array([v[lane] for v in vals], np.uint64).astype(dt).view(np.uint8)
-            _write_bytes(ex, w, space, int(addrs[lane]), data)
+        rows = np.stack(vals, axis=1)[lanes].astype(f"<u{esize}").view(np.uint8)  # [lanes, vec * esize]
+        _write_lanes(ex, w, space, lane_addrs, rows)
 
 
 def _flush_subnormal(x: np.float32) -> np.float32:
@@ -150,11 +188,10 @@ class AtomicAdd:
             if a % esize:
                 raise Hazard(f"{ins.opcode} at {a:#x}: not aligned to {esize} bytes (PTX ISA \"atom\")")
             cur = ex.gmem.read(a, esize).view(dt)[0]
-            with np.errstate(over="ignore", invalid="ignore"):
-                if ty == "f32":
-                    new = _flush_subnormal(np.float32(_flush_subnormal(cur) + _flush_subnormal(vals[lane])))
-                else:
-                    new = dt(cur + vals[lane])
+            if ty == "f32":
+                new = _flush_subnormal(np.float32(_flush_subnormal(cur) + _flush_subnormal(vals[lane])))
+            else:
+                new = dt(cur + vals[lane])
             ex.gmem.write(a, np.array([new], dt).view(np.uint8))
             ex.log_store(a, esize, w.cta.cluster, atomic=True)
             old[lane] = cur
@@ -193,14 +230,19 @@ class AwaitInit:
                 "initialised it)")
 
 
-def await_uninitialised(ex, w, ins, addrs, lanes, cluster_scope: bool) -> bool:
+def distinct_addresses(addrs, lanes) -> tuple:
+    """The lanes' addresses, each once, in lane order (mostly one: every lane names the same mbarrier)."""
+    first = int(addrs[lanes[0]])
+    return (first,) if (addrs[lanes] == first).all() else tuple({int(addrs[lane]): None for lane in lanes})
+
+
+def await_uninitialised(ex, w, ins, addrs: tuple, cluster_scope: bool) -> bool:
     """Using an mbarrier before its mbarrier.init is ordered before the use is undefined (PTX ISA 9.7.13.15.9: the
     object must be initialised before any other mbarrier operation on it). A hardware-verified kernel does it and
     survives (the init comes in the first instructions of warp 0, the use later on another warp): the warp waits for
-    the init, with a Note. True when the warp must wait."""
-    first = int(addrs[lanes[0]])
-    # each distinct address once, in lane order (mostly one: every lane names the same mbarrier)
-    for addr in (first,) if (addrs[lanes] == first).all() else {int(addrs[lane]): None for lane in lanes}:
+    the init, with a Note. `addrs`: the distinct addresses the lanes name, in lane order. True when the warp must
+    wait."""
+    for addr in addrs:
         cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
         if off not in cta.mbarriers:
             init_notes(ex, ins.site())(INIT_UNORDERED, f"warp {w.warp_id} of CTA rank {w.cta.rank} uses the mbarrier at "
@@ -219,7 +261,8 @@ def mbarrier_at(ex, w, addr: int, cluster_scope: bool, what: str) -> Mbarrier:
     bar = cta.mbarriers.get(off)
     if bar is None:
         raise Hazard(f"{what}: no initialised mbarrier at shared offset {off:#x} of CTA rank {cta.rank}")
-    check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
+    if warp_key(w) not in bar.ordered_users:  # (else check_use returns at once: no note callback to make)
+        check_use(bar, w, what, note=init_notes(ex, f"PTX line {w.last_line} ({what})"))
     return bar
 
 
@@ -261,6 +304,8 @@ class MbarrierOps:
     def execute(ex, w, ins, mask):
         op, expect_tx, space = ins.info
         cl = w.cta.cluster
+        if op in ("try_wait", "test_wait"):
+            return _parity_wait(ex, w, ins, mask, space == "shared::cluster")
         lanes = np.flatnonzero(mask)
         if op == "init":
             addrs = lane_addresses(ex, w, ins.operands[0], 32)
@@ -280,12 +325,13 @@ class MbarrierOps:
             state_op = ins.operands[0]
             addr_op = ins.operands[1]
             addrs = lane_addresses(ex, w, addr_op, 32)
-            if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+            if await_uninitialised(ex, w, ins, distinct_addresses(addrs, lanes), space == "shared::cluster"):
                 return BLOCK
             extra = w.read(ins.operands[2], "u32", ex) if len(ins.operands) > 2 else None
             tokens = np.zeros(WARP, np.uint64)
+            release = released(w, ex.clock)  # the same for every lane of the warp
             for lane, bar in zip(lanes, lane_mbarriers(ex, w, addrs, lanes, space == "shared::cluster", ins.opcode)):
-                note_signal(bar, w, ex.clock)
+                note_signal(bar, w, ex.clock, release)
                 if op == "expect_tx":
                     bar.expect_tx(int(extra[lane]), ins.opcode)
                     continue
@@ -298,39 +344,62 @@ class MbarrierOps:
             if not isinstance(state_op, Sink) and op == "arrive":
                 w.write(state_op, tokens, "b64", mask)
             return None
-        # try_wait / test_wait .parity
-        p_op, addr_op, parity_op = ins.operands[:3]
-        addrs = lane_addresses(ex, w, addr_op, 32)
-        if await_uninitialised(ex, w, ins, addrs, lanes, space == "shared::cluster"):
+
+
+def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
+    """mbarrier.try_wait.parity / test_wait.parity p, [addr], parity: per lane, whether the phase of that parity has
+    completed (PTX ISA 9.7.13.15.16); a warp none of whose lanes saw it complete sleeps on the barrier (SLEEP)."""
+    p_op, addr_op, parity_op = ins.operands[:3]
+    addr = uniform_address(ex, w, addr_op, 32, mask)
+    if addr is not None:  # every lane names one mbarrier (a waiting warp's usual case): one evaluation, no lane vectors
+        if await_uninitialised(ex, w, ins, (addr,), cluster_scope):
             return BLOCK
-        parity = w.read(parity_op, "u32", ex)
-        done = np.zeros(WARP, bool)
-        last = None
-        # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
-        # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
-        codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
-        if (codes == codes[0]).all():
-            groups = [lanes]
-        else:
-            distinct, first = np.unique(codes, return_index=True)
-            groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
-        key = warp_key(w)
-        bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], space == "shared::cluster", ins.opcode)
-        for group, bar in zip(groups, bars):
-            ok = bar.phase_complete(int(parity[group[0]]))
-            if ok:
-                note_acquire(bar, w)
-                bar.waited[key] = bar.phase
-                bar.lapped.pop(key, None)
-            else:
-                why = bar.lapped_wait(key, int(parity[group[0]]))
-                if why:
-                    bar.lapped[key] = why
-            done[group] = ok
-            if group[-1] == lanes[-1]:
-                last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
-        w.write(p_op, done, "pred", mask)
-        if not done[mask].any():
-            w.sleep_key = (last, last.version)
-            return SLEEP
-        return None
+        parity = uniform_value(w, parity_op, "u32", mask)
+        if parity is not None:
+            bar = mbarrier_at(ex, w, addr, cluster_scope, ins.opcode)
+            ok = _phase_seen(w, bar, parity)
+            w.write(p_op, ok, "pred", mask)
+            if not ok:
+                w.sleep_key = (bar, bar.version)
+                return SLEEP
+            return None
+    lanes = np.flatnonzero(mask)
+    addrs = lane_addresses(ex, w, addr_op, 32)
+    if await_uninitialised(ex, w, ins, distinct_addresses(addrs, lanes), cluster_scope):
+        return BLOCK
+    parity = w.read(parity_op, "u32", ex)
+    done = np.zeros(WARP, bool)
+    last = None
+    # one evaluation per distinct (mbarrier, parity), in lane order: the lanes of a wait mostly name one barrier
+    # and one parity, and the acquire and the warp's wait record are the warp's, not a lane's
+    codes = (addrs[lanes].astype(np.uint64) << np.uint64(1)) | (parity[lanes].astype(np.uint64) & np.uint64(1))
+    if (codes == codes[0]).all():
+        groups = [lanes]
+    else:
+        distinct, first = np.unique(codes, return_index=True)
+        groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
+    bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], cluster_scope, ins.opcode)
+    for group, bar in zip(groups, bars):
+        done[group] = _phase_seen(w, bar, int(parity[group[0]]))
+        if group[-1] == lanes[-1]:
+            last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
+    w.write(p_op, done, "pred", mask)
+    if not done[mask].any():
+        w.sleep_key = (last, last.version)
+        return SLEEP
+    return None
+
+
+def _phase_seen(w, bar, parity: int) -> bool:
+    """Whether the phase of `parity` has completed on `bar`, as warp w's parity wait sees it: the acquire of a
+    completed phase (and the warp's wait record), or the reason a failing wait was lapped."""
+    key = warp_key(w)
+    if bar.phase_complete(parity):
+        note_acquire(bar, w)
+        bar.waited[key] = bar.phase
+        bar.lapped.pop(key, None)
+        return True
+    why = bar.lapped_wait(key, parity)
+    if why:
+        bar.lapped[key] = why
+    return False

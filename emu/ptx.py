@@ -83,13 +83,16 @@ class Instr:
     target: int = -1  # branch target index (bra)
     handler: object = None  # set by the executor's decode step
     info: object = None  # handler-specific decoded data
+    _where: str = field(default="", repr=False, compare=False)  # where(), made once: messages name it often
 
     @property
     def base(self) -> str:
         return self.parts[0]
 
     def where(self) -> str:
-        return f"PTX line {self.line}: {self.text.strip()}"
+        if not self._where:
+            self._where = f"PTX line {self.line}: {self.text.strip()}"
+        return self._where
 
     def site(self) -> str:
         """Short form for notes: the line and the opcode."""
@@ -486,7 +489,10 @@ def parse_module(text: str) -> Kernel:
 
 # `.extern .shared .align 1024 .b8 smem[];` (module scope) and `.shared .align 8 .b8 bars[72];` (nvcc demotes a
 # function-scope `__shared__` into the kernel body, "// demoted variable"): PTX ISA 5.4 "Variables" / 5.1.5.
-_SHARED_RE = re.compile(r"(?m)^\s*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d*)\])?\s*;")
+# (A declaration begins on its own line: `^[ \t]*`, not `^\s*`, which from every line start scanned the whole run of
+# blank lines after it: quadratic in the blank lines select_entry leaves of a module's other functions, 60% of a
+# nvcc-compiled public file's run.)
+_SHARED_RE = re.compile(r"(?m)^[ \t]*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d*)\])?\s*;")
 
 
 def _shared_declarations(body: str) -> dict:

@@ -173,6 +173,39 @@ class GlobalMemory:
         buf, off = self._find(addr, data.size)
         buf[off:off + data.size] = data
 
+    def gather(self, addrs: list, nbytes: int) -> np.ndarray:
+        """[len(addrs), nbytes]: read(addr, nbytes) for each address, in one step when they all lie in one
+        allocation (else one by one: the first outside every allocation is the Hazard)."""
+        span = self._one_allocation(addrs, nbytes)
+        if span is None:
+            return np.stack([self.read(a, nbytes) for a in addrs])
+        if self._watched is not None:  # each lane's read, as read() reports it
+            for a in addrs:
+                self._touch(int(a), nbytes)
+        base, buf = span
+        return buf[(np.asarray(addrs, np.int64) - base)[:, None] + np.arange(nbytes)]
+
+    def scatter(self, addrs: list, rows: np.ndarray) -> None:
+        """write(addr, row) for each address and uint8 row, in order: in one step when the rows land in one allocation
+        and do not overlap (then the order cannot matter)."""
+        nbytes = rows.shape[1]
+        span = self._one_allocation(addrs, nbytes)
+        starts = np.sort(np.asarray(addrs, np.int64))
+        if span is None or (len(addrs) > 1 and np.diff(starts).min() < nbytes):
+            for a, row in zip(addrs, rows):
+                self.write(a, row)
+            return
+        base, buf = span
+        buf[(np.asarray(addrs, np.int64) - base)[:, None] + np.arange(nbytes)] = rows
+
+    def _one_allocation(self, addrs: list, nbytes: int):
+        """(base, buffer) of the allocation that holds [a, a + nbytes) for every a in addrs, or None."""
+        lo, hi = min(addrs), max(addrs)
+        held = self._holding(lo)
+        if held is None or hi + nbytes > held[0] + held[1].size:
+            return None
+        return held
+
 
 @dataclass
 class TensorMemoryAllocation:
@@ -206,6 +239,14 @@ class Cta:
     generic_unfenced: dict = field(default_factory=dict)  # warp -> generic-proxy writes not yet proxy-fenced
     rendezvous: dict = field(default_factory=dict)  # "alloc"/"dealloc" -> the pair's cta_group::2 meeting (ops_async)
     tmem_freed: list = field(default_factory=list)  # (column, columns, warp key, PTX line) a dealloc freed (ordering)
+    warps: list = field(default_factory=list)  # emu.simt.Warp, by warp id (Machine.build_cluster)
+    sorted_mbarriers: list = field(default_factory=list)  # the mbarriers' offsets, sorted (mbarrier_offsets)
+    running: int = 0  # its warps not exited yet (each counts itself out: emu.simt.Warp.exit_lanes)
+
+    @property
+    def exited(self) -> bool:
+        """Every warp of the CTA has exited (its shared memory may host another CTA from then on)."""
+        return self.running == 0 and bool(self.warps)
 
     @property
     def peer(self) -> "Cta":
@@ -234,7 +275,7 @@ class SharedAddressing:
         if rank >= len(cta.cluster.ctas):
             raise Hazard(f"shared::cluster address {addr:#x} names CTA rank {rank}, cluster has {len(cta.cluster.ctas)}")
         target = cta.cluster.ctas[rank]
-        if all(w.done for w in getattr(target, "warps", ())) and getattr(target, "warps", None):
+        if target.exited:
             # An exited CTA's shared memory is gone: distributed shared memory is valid only while the
             # target CTA runs (PTX ISA 5.1.7 / CUDA programming guide, "Distributed Shared Memory").
             raise Hazard(f"access to shared memory of CTA rank {rank} after that CTA exited")
@@ -247,18 +288,64 @@ def smem_read(cta: Cta, offset: int, nbytes: int) -> np.ndarray:
     return cta.smem[offset:offset + nbytes].copy()
 
 
+def smem_gather(cta: Cta, offsets: list, nbytes: int) -> np.ndarray:
+    """[len(offsets), nbytes]: smem_read at each offset (one step when all lie inside; else one by one, the first
+    outside is the Hazard)."""
+    if min(offsets) < 0 or max(offsets) + nbytes > cta.smem.size:
+        return np.stack([smem_read(cta, off, nbytes) for off in offsets])
+    return cta.smem[np.asarray(offsets, np.int64)[:, None] + np.arange(nbytes)]
+
+
+def mbarrier_offsets(cta: Cta) -> list:
+    """The offsets of the CTA's mbarriers, sorted. Mbarriers are only ever added (a re-init replaces one in place), so
+    their count says whether the list is current."""
+    if len(cta.sorted_mbarriers) != len(cta.mbarriers):
+        cta.sorted_mbarriers = sorted(cta.mbarriers)
+    return cta.sorted_mbarriers
+
+
+def _as_bytes(data: np.ndarray) -> np.ndarray:
+    if type(data) is np.ndarray and data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
+        return data
+    return np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+
+
+def overlaps_mbarrier(cta: Cta, lo: int, hi: int) -> bool:
+    """Whether [lo, hi) of the CTA's shared memory touches the 8 bytes of one of its mbarriers."""
+    offsets = mbarrier_offsets(cta)
+    first = bisect.bisect_left(offsets, lo - 7)  # the first mbarrier whose 8 bytes reach past `lo`
+    return first < len(offsets) and offsets[first] < hi
+
+
+def store_shared_rows(cta: Cta, offsets: list, rows: np.ndarray, what: str) -> None:
+    """store_shared of rows[i] (uint8) at offsets[i] for each i, in order: in one step when the rows do not overlap
+    and lie inside shared memory, clear of every mbarrier (then the order cannot matter)."""
+    n = rows.shape[1]
+    lo, hi = min(offsets), max(offsets) + n
+    if lo < 0 or hi > cta.smem.size or overlaps_mbarrier(cta, lo, hi) or \
+            (len(offsets) > 1 and np.diff(np.sort(offsets)).min() < n):
+        for off, row in zip(offsets, rows):
+            store_shared(cta, off, row, what)
+        return
+    cta.smem[np.asarray(offsets, np.int64)[:, None] + np.arange(n)] = rows
+
+
 def store_shared(cta: Cta, offset: int, data: np.ndarray, what: str) -> None:
     """A data write into shared memory (a store, a TMA or bulk copy): it must not land on a live mbarrier,
     whose 8 bytes only the mbarrier instructions may touch (PTX ISA "mbarrier": the object is opaque)."""
-    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    for boff in cta.mbarriers:
-        if offset < boff + 8 and boff < offset + data.size:
-            raise Hazard(f"{what} overwrites the live mbarrier at shared offset {boff:#x}")
-    smem_write(cta, offset, data)
+    data = _as_bytes(data)
+    if overlaps_mbarrier(cta, offset, offset + data.size):
+        for boff in cta.mbarriers:  # the first one in initialisation order names the hazard
+            if offset < boff + 8 and boff < offset + data.size:
+                raise Hazard(f"{what} overwrites the live mbarrier at shared offset {boff:#x}")
+    _smem_bytes_write(cta, offset, data)
 
 
 def smem_write(cta: Cta, offset: int, data: np.ndarray) -> None:
-    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    _smem_bytes_write(cta, offset, _as_bytes(data))
+
+
+def _smem_bytes_write(cta: Cta, offset: int, data: np.ndarray) -> None:
     if offset < 0 or offset + data.size > cta.smem.size:
         raise Hazard(f"shared write of {data.size} bytes at {offset:#x} outside {cta.smem.size} bytes (CTA {cta.ctaid})")
     cta.smem[offset:offset + data.size] = data

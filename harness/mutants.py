@@ -407,22 +407,21 @@ def problems(mutant: Mutant, res, kernel) -> list[str]:
     return out
 
 
-def catch_table(schedules: int = 10, names=None, progress=print) -> list:
+def catch_table(schedules: int = 10, names=None, progress=print, jobs: int | None = None) -> list:
     """Run each mutant (or those named) over `schedules` schedules (harness.verdict.schedules_for: the default verdict's
-    first) with every schedule run to its end; one row per mutant."""
+    first) with every schedule run to its end; one row per mutant, `jobs` mutants at once in worker processes (default
+    one per CPU: harness.verdict.emulate_in_order), the rows in the table's order."""
     import tempfile
-    import time
 
-    from .verdict import DEFAULT_SCHEDULES, emulate
+    from .verdict import DEFAULT_SCHEDULES, emulate_in_order
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for m in MUTANTS + GEMM_MUTANTS:
-            if names and m.name not in names:
-                continue
-            t0 = time.time()
-            res = emulate(*m.shape, config_name=m.config, submission=m.write(Path(tmp)), sm_count=m.sm_count,
-                          schedules=schedules, stop_at_failure=False, problem=m.problem)
+        planted = [m for m in MUTANTS + GEMM_MUTANTS if not names or m.name in names]
+        calls = [{"m": m.shape[0], "n": m.shape[1], "k": m.shape[2], "l": m.shape[3], "config_name": m.config,
+                  "submission": m.write(Path(tmp)), "sm_count": m.sm_count, "schedules": schedules,
+                  "stop_at_failure": False, "problem": m.problem} for m in planted]
+        for m, res in zip(planted, emulate_in_order(calls, jobs)):
             # per schedule: its status, "note" where a match carries a Note the mutant names; launch/compile: before
             # any run
             statuses = ["note" if r.status == "match" and m.caught(r) else r.status for r in res.runs] \
@@ -435,7 +434,7 @@ def catch_table(schedules: int = 10, names=None, progress=print) -> list:
                    "default_verdict": None if first is None else f"{default[first]} " + (
                        f"at {res.schedules[first]}" if res.runs else "before any schedule"),
                    "statuses": statuses, "schedule_names": res.schedules, "message": res.message[:300],
-                   "seconds": round(time.time() - t0, 1)}
+                   "seconds": round(res.seconds, 1)}
             rows.append(row)
             if progress:
                 progress(f"{m.name}: {row['caught']}/{row['schedules']} caught, default verdict: "
@@ -456,16 +455,18 @@ def markdown(rows: list) -> str:
 
 
 def main(argv=None) -> int:
-    """python -m harness.mutants [--schedules N] [--names a,b] [--json PATH]: the catch-rate table (emulated)."""
+    """python -m harness.mutants [--schedules N] [--names a,b] [--jobs N] [--json PATH]: the catch-rate table
+    (emulated)."""
     import argparse
     import json
 
     ap = argparse.ArgumentParser(description="Catch rate of every planted bug over N schedules (emulated).")
     ap.add_argument("--schedules", type=int, default=10)
     ap.add_argument("--names", default=None, help="comma-separated mutant names (default: all)")
+    ap.add_argument("--jobs", type=int, default=None, help="mutants at once, a worker process each (default: one per CPU)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = catch_table(args.schedules, args.names.split(",") if args.names else None)
+    rows = catch_table(args.schedules, args.names.split(",") if args.names else None, jobs=args.jobs)
     print(markdown(rows))
     print("per schedule: . match, N match with the mutant's note, M mismatch, D deadlock, H hazard, L launch refused; "
           "schedules in order: "

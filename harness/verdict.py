@@ -22,9 +22,13 @@ the shared-memory ring and the accumulator stages wrap.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +124,9 @@ class ScheduleRun:
     seconds: float = 0.0
     stats: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    # with emulate(digest=True): {"trace": digest of what ran (emu.machine.TraceHash), "events": how many, "c": digest
+    # of the C the schedule left}; equal before and after a change to the emulator's speed: the same schedule
+    digest: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -305,13 +312,14 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
             clusters="all", sm_count: int | None = None, progress=None, input_seed: int | None = None,
             dsl: str = "default", host_path: str | None = None, schedules=None,
             stop_at_failure: bool = True, allow_notes: bool = False, problem=None,
-            prerequisite_writes="config") -> EmulationResult:
+            prerequisite_writes="config", digest: bool = False) -> EmulationResult:
     """The verdict over `schedules` (schedules_for) of the kernel of `submission` on an (m, n, k, l) problem.
     sm_count None: default_sm_count for small problems, the B200's 148 otherwise. allow_notes: a MATCH with notes
     passes (EmulationResult.passed); by default it fails, as it must for the kernel under development. problem: the
     leaderboard problem (harness.problems.get_problem; default nvfp4_dual_gemm). prerequisite_writes: the operands
     the grid before the call writes (None: not known, so under PDL every global access before griddepcontrol.wait
-    races; "config": the stream the config states, harness.problems.prerequisite_writes_for)."""
+    races; "config": the stream the config states, harness.problems.prerequisite_writes_for). digest: each schedule's
+    ScheduleRun.digest (digests of what ran and of C)."""
     t0 = time.time()
     problem = get_problem(problem)
     host_path = host_path or default_host_path()
@@ -338,8 +346,12 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
         if profile_blank is not None:  # every schedule starts from an unwritten profile buffer, as from a poisoned C
             gmem.write(addresses["profile"], profile_blank)
         run = run_kernel(cap, gmem, clusters=clusters, progress=progress, schedule=schedule,
-                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes))
+                         prerequisite_writes=prep.prerequisite_addresses(prerequisite_writes), digest=digest)
         one = ScheduleRun(schedule.name, run.status, run.message)
+        if digest and run.machine is not None:
+            c_bytes = gmem.read(addresses["c"], m * n * l * 2).tobytes()
+            one.digest = {"trace": run.machine.digest.hexdigest(), "events": run.machine.digest.events,
+                         "c": hashlib.blake2b(c_bytes, digest_size=16).hexdigest()}
         res.clusters_run, res.clusters_total = run.clusters_run, run.clusters_total
         if run.machine is not None:
             one.stats = dict(run.machine.stats)
@@ -362,3 +374,31 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
     res.profile = prep.profile_words()
     res.seconds = time.time() - t0
     return res
+
+
+def emulate_in_order(calls: list, jobs: int | None = None):
+    """emulate(**call) for each call, `jobs` worker processes at once (default one per CPU; 1: in this process, one
+    after the other): the results in the calls' order, each as soon as it and all before it are done. A verdict is
+    the one emulate gives alone (each runs whole in one process, with the same arguments). The workers compute with
+    one thread each (OMP_NUM_THREADS=1, as pytest-xdist's workers do): a BLAS or torch thread pool per worker only
+    contends for the CPUs the other workers use."""
+    jobs = min(jobs or os.cpu_count() or 1, len(calls))
+    if jobs <= 1:
+        for call in calls:
+            yield emulate(**call)
+        return
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # read by each worker as it starts (spawned: a fresh interpreter)
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for future in [pool.submit(_emulate_call, call) for call in calls]:
+                yield future.result()
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+
+
+def _emulate_call(call: dict) -> EmulationResult:
+    return emulate(**call)

@@ -1,20 +1,19 @@
 #!/usr/bin/env python3
 """Every TUNE_SPACE config on the leaderboard's test shapes, in the SM100 emulator (no GPU).
 
-    python tools/sweep.py [--clusters 2] [--modes strict,leaderboard] [--configs NAME,...] [--json PATH]
+    python tools/sweep.py [--clusters 2] [--modes strict,leaderboard] [--configs NAME,...] [--jobs N] [--json PATH]
 
 Each test shape of task.yml keeps its real M, N, K (so the grid, the persistent schedule and the
 k-loop are the real ones); to stay affordable only --clusters clusters of each run are emulated, chosen
 by the seed, and only the C tiles they write are compared with reference.py. Configs that cannot
-implement a shape are listed as such. Prints one line per run (labelled "emulated") and a table;
-exit 0 only if every run matches.
+implement a shape are listed as such. The runs take one worker process per CPU (--jobs). Prints one line per run
+(labelled "emulated", in the same order whatever the workers) and a table; exit 0 only if every run matches.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,10 +29,11 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="tests", choices=("tests", "benchmarks", "both"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--submission", default=str(REPO / "submission.py"))
+    ap.add_argument("--jobs", type=int, default=None, help="runs at once, a worker process each (default: one per CPU)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from harness.verdict import emulate, load_submission
+    from harness.verdict import emulate_in_order, load_submission
     from utils import load_task
 
     sub = load_submission(Path(args.submission))
@@ -48,25 +48,31 @@ def main(argv=None) -> int:
     if args.configs:
         wanted = set(args.configs.split(","))
         configs = [c for c in configs if c.name in wanted]
-    rows, failed = [], 0
+    plan, calls = [], []  # (a row of a pair the config cannot implement, or the call of a run), in sweep order
     for cfg in configs:
         for shape in shapes:
             ok, why = sub.DualGemmKernel.can_implement(cfg, *shape)
             if not ok:
-                rows.append({"config": cfg.name, "shape": shape, "status": "n/a", "why": why})
+                plan.append({"config": cfg.name, "shape": shape, "status": "n/a", "why": why})
                 continue
             for mode in args.modes.split(","):
-                t0 = time.time()
-                res = emulate(*shape, config_name=cfg.name, mode=mode, sched_seed=args.seed,
-                              submission=args.submission, clusters=args.clusters)
-                line = f"{'PASS' if res.status == 'match' else 'FAIL'}  {res.summary()}"
-                print(line, flush=True)
-                if res.status != "match":
-                    failed += 1
-                    print("      " + res.message.splitlines()[0][:300], flush=True)
-                rows.append({"config": cfg.name, "shape": shape, "mode": mode, "status": res.status,
-                             "clusters": f"{res.clusters_run}/{res.clusters_total}", "seconds": round(time.time() - t0, 1),
-                             "checked_elements": res.checked_elements})
+                m, n, k, l = shape
+                calls.append({"m": m, "n": n, "k": k, "l": l, "config_name": cfg.name, "mode": mode,
+                              "sched_seed": args.seed, "submission": args.submission, "clusters": args.clusters})
+                plan.append(calls[-1])
+    rows, failed, results = [], 0, emulate_in_order(calls, args.jobs)
+    for item in plan:
+        if "status" in item:
+            rows.append(item)
+            continue
+        res = next(results)
+        print(f"{'PASS' if res.status == 'match' else 'FAIL'}  {res.summary()}", flush=True)
+        if res.status != "match":
+            failed += 1
+            print("      " + res.message.splitlines()[0][:300], flush=True)
+        rows.append({"config": item["config_name"], "shape": res.shape, "mode": item["mode"], "status": res.status,
+                     "clusters": f"{res.clusters_run}/{res.clusters_total}", "seconds": round(res.seconds, 1),
+                     "checked_elements": res.checked_elements})
     ran = [r for r in rows if r["status"] != "n/a"]
     print(f"\nemulated sweep: {len(ran) - failed} of {len(ran)} runs match, {failed} fail; "
           f"{len(rows) - len(ran)} (config, shape) pairs the config cannot implement")

@@ -50,7 +50,7 @@ import time as wallclock
 import numpy as np
 
 from ..isa import BLOCK
-from ..machine import EXIT_CHECKS, SLEPT, Deadlock, Machine
+from ..machine import EXIT_CHECKS, SLEPT, Deadlock, Machine, running
 from ..ptx import Addr, Pair, Reg, TensorCoords, Vec
 from ..simt import lane_addresses
 from ..state import EmulatorError, Hazard
@@ -356,37 +356,38 @@ class TimedMachine(IssueMerge, Machine):
                         w.ld_anchor = start  # H15: the earliest a tcgen05.ld may start (the last step boundary)
                         w.touched = {}  # register -> the last time an instruction read or wrote it
                     self._push(w.t_next, WARP_EVENT, w)
-        t0, last_report = wallclock.time(), wallclock.time()
-        while True:
-            while self.heap:
-                t, _, kind, obj = heapq.heappop(self.heap)
-                self.now = t
-                if kind == OP_EVENT:
-                    cl, op = obj
-                    if op.ready is not None and not op.ready():  # e.g. its target mbarrier is not initialised yet
-                        self._push(self.now + self.costs.mbarrier_wake_latency, OP_EVENT, obj)
-                        continue
-                    cl.inflight.remove(op)
-                    self.current, self.op_cluster = op, cl.clusterid
-                    try:
-                        op.run()
-                    except EmulatorError as e:
-                        raise type(e)(f"{e} [{self.where_now()}]") from None
-                    cl.progress += 1
-                    self._scan(cl)
-                elif kind == TIMEOUT_EVENT:
-                    w, serial = obj
-                    if w.parked == "sleep" and w.park_serial == serial:
-                        w.sleep_key = None
-                        w.cta.cluster.parked.remove(w)
-                        self._wake(w, self.now)
-                else:
-                    self._advance(obj)
-                if self.tick is not None and wallclock.time() - last_report > 5:
-                    last_report = wallclock.time()
-                    self.tick(self.now, self.stats["warp_instructions"], wallclock.time() - t0)
-            if not self._wake_spinners():
-                break
+        with running():  # (emu.machine.running: no float warnings, no cycle collections while it runs)
+            t0, last_report = wallclock.time(), wallclock.time()
+            while True:
+                while self.heap:
+                    t, _, kind, obj = heapq.heappop(self.heap)
+                    self.now = t
+                    if kind == OP_EVENT:
+                        cl, op = obj
+                        if op.ready is not None and not op.ready():  # e.g. its target mbarrier is not initialised yet
+                            self._push(self.now + self.costs.mbarrier_wake_latency, OP_EVENT, obj)
+                            continue
+                        cl.inflight.remove(op)
+                        self.current, self.op_cluster = op, cl.clusterid
+                        try:
+                            op.run()
+                        except EmulatorError as e:
+                            raise type(e)(f"{e} [{self.where_now()}]") from None
+                        cl.progress += 1
+                        self._scan(cl)
+                    elif kind == TIMEOUT_EVENT:
+                        w, serial = obj
+                        if w.parked == "sleep" and w.park_serial == serial:
+                            w.sleep_key = None
+                            w.cta.cluster.parked.remove(w)
+                            self._wake(w, self.now)
+                    else:
+                        self._advance(obj)
+                    if self.tick is not None and wallclock.time() - last_report > 5:
+                        last_report = wallclock.time()
+                        self.tick(self.now, self.stats["warp_instructions"], wallclock.time() - t0)
+                if not self._wake_spinners():
+                    break
         for cl in self.clusters_run:
             if any(not w.done for cta in cl.ctas for w in cta.warps):
                 raise Deadlock(self.deadlock_report(cl))

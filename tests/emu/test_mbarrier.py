@@ -216,7 +216,7 @@ def test_mbarrier_use_before_ordered_init_is_noted_whatever_the_interleaving():
     assert synced.machine.notes == {}  # a CTA barrier orders it
     init, user = SimpleNamespace(warp_id=0), SimpleNamespace(warp_id=1, seen={})
     init.cta = user.cta = SimpleNamespace(rank=0)
-    bar = SimpleNamespace(cta=init.cta, init_thread=(init, 0), init_clock=5, init_line=7, offset=0)
+    bar = SimpleNamespace(cta=init.cta, init_thread=(init, 0), init_clock=5, init_line=7, offset=0, ordered_users=set())
     with pytest.raises(Hazard, match="before its initialisation by warp 0"):
         check_use(bar, user, "mbarrier.arrive")
     user.seen[(0, 0)] = 5  # it observed the init (e.g. through bar.sync)

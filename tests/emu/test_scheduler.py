@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from emu.machine import STARVED, AsyncOp, Deadlock, InFlight, Machine, Schedule
+from emu.machine import STARVED, AsyncOp, Deadlock, Draws, InFlight, Machine, Schedule
 from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 
@@ -100,7 +100,8 @@ def plainly_completable(ops: list) -> list:
 @pytest.mark.parametrize("seed", range(4))
 def test_in_flight_draws_the_same_operation_as_the_plain_list(seed):
     """Random issues and completions of ungated, queued and ready()-gated operations: the r-th completable
-    operation InFlight finds is the plain list's r-th, every time (the seeded schedules do not change)."""
+    operation InFlight finds is the plain list's r-th, every time (the seeded schedules do not change); operations
+    removed out of turn (as the timed engine completes them) leave the same list."""
     rng = np.random.default_rng(seed)
     gate = {}
     inflight, plain, drawn = InFlight(), [], 0
@@ -116,14 +117,60 @@ def test_in_flight_draws_the_same_operation_as_the_plain_list(seed):
         for name in rng.choice(list(gate), size=2):  # a ready() may change between draws
             gate[name] = not gate[name]
         expected = plainly_completable(plain)
-        blocked = inflight.blocked()
-        assert len(inflight) - len(blocked) == len(expected)
         if expected:
             r = int(rng.integers(len(expected)))
-            op = inflight[inflight.nth_completable(r, blocked)]
+
+            def pick(count):
+                assert count == len(expected)
+                return r
+
+            op = inflight.pop_completable(pick)
             assert op is expected[r]
-            inflight.remove(op)
             plain.remove(op)
             drawn += 1
-        assert list(inflight) == plain
+        else:
+            assert inflight.pop_completable(lambda count: None) is None
+        if plain and rng.random() < 0.1:  # the timed engine removes an operation by its completion time instead
+            op = plain.pop(int(rng.integers(len(plain))))
+            inflight.remove(op)
+        assert list(inflight) == plain and len(inflight) == len(plain)
     assert drawn > 1000
+
+
+def traced(policy: str, seed: int):
+    from emu import GlobalMemory, run_kernel
+    from tests.emu.ptx_kit import launch
+
+    gmem = GlobalMemory()
+    out = gmem.alloc(64, fill=0)
+    run = run_kernel(launch(kernel_text(ABA), [out.to_bytes(8, "little")], threads=64, dynamic_smem=8192), gmem,
+                     schedule=Schedule(policy, seed), digest=True)
+    return run.machine
+
+
+def test_trace_digest_names_the_schedule():
+    """emu.machine.TraceHash (what tools/emulator_bench.py hashes and tests/harness/test_trace_hashes.py compares): the
+    same schedule gives the same digest, another schedule another; one event per instruction issued and per asynchronous
+    operation completed."""
+    a, b, other = traced("uniform", 2), traced("uniform", 2), traced("uniform", 5)
+    assert a.digest.hexdigest() == b.digest.hexdigest() != other.digest.hexdigest()
+    assert a.digest.events == a.stats["warp_instructions"] + a.stats["async_ops"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_draws_are_the_generators(seed):
+    """emu.machine.Draws (the scheduler's draws): the values numpy's Generator gives from the same state, for every
+    kind of call a schedule makes, interleaved as they come, and interleaved with the Generator's own calls."""
+    ours, numpy_s = Draws(np.random.default_rng(seed)), np.random.default_rng(seed)
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(20000):
+        kind = int(rng.integers(4))
+        if kind == 0:
+            assert ours.random() == numpy_s.random()
+        elif kind == 1:
+            n = int(rng.choice([1, 2, 3, 7, 24, 36, 1000, 3 * 10 ** 9, 2 ** 32]))
+            assert ours.integers(n) == int(numpy_s.integers(n))
+        elif kind == 2:
+            assert ours.integers(1, 25) == int(numpy_s.integers(1, 25))
+        else:  # the Generator's own draw on the shared bit generator (elect.sync's, the policies' set-up)
+            assert int(ours.generator.integers(5)) == int(numpy_s.integers(5))

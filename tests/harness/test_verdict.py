@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 from emu.machine import POLICIES, Schedule  # noqa: E402
 from harness import dsl as dsl_release  # noqa: E402
 from harness.mutants import MUTANTS  # noqa: E402
-from harness.verdict import DEFAULT_SCHEDULES, default_sm_count, emulate, load_submission, schedules_for  # noqa: E402
+from harness.verdict import (DEFAULT_SCHEDULES, default_sm_count, emulate, emulate_in_order,  # noqa: E402
+                             load_submission, schedules_for)
 
 SUB = load_submission(REPO / "submission.py")
 # The quick set (tests/conftest.py) runs the emulator on one config per protocol family where a test has several:
@@ -283,3 +284,19 @@ def test_schedules_and_small_shape_sm_count():
     assert default_sm_count(one_cta, 128, 256, 1) == 1
     assert default_sm_count(pair, 256, 512, 1) == 4  # 8 clusters of 2 CTAs: 2 clusters walk 4 tiles each
     assert default_sm_count(one_cta, 4096, 4096, 1) is None  # not a small shape: the B200's 148
+
+
+@pytest.mark.slow
+def test_verdicts_in_worker_processes_are_the_serial_ones():
+    """harness.verdict.emulate_in_order (test_correctness.py's and tools/sweep.py's runs, one worker per CPU): with two
+    workers the same verdicts, stats and digests of what ran, in the calls' order, as one after another here."""
+    calls = [{"m": m, "n": n, "k": k, "l": l, "config_name": name, "schedules": 2, "digest": True}
+             for name in ("m128n64_c1x1_e32", "m256n64_c2x1_e32_ac", "m128n128_c1x1_e32")
+             for (m, n, k, l) in [small_shape(next(c for c in SUB.TUNE_SPACE if c.name == name))]]
+    serial = list(emulate_in_order(calls, jobs=1))
+    parallel = list(emulate_in_order(calls, jobs=2))
+    assert [r.config for r in parallel] == [c["config_name"] for c in calls]
+    for one, other in zip(serial, parallel):
+        assert one.verdict == other.verdict == "MATCH", one.summary()
+        ran = [[(r.schedule, r.stats, r.digest) for r in res.runs] for res in (one, other)]
+        assert ran[0] == ran[1]

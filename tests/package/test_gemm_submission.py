@@ -264,7 +264,7 @@ def test_correctness_problem_hands_the_gemm_space_and_reference_over(monkeypatch
     monkeypatch.setattr(test_correctness, "run_preflight", lambda: (True, "stand-in"))
     monkeypatch.setattr(test_correctness, "reference_self_check", lambda ref: refs.append(ref) or (8, 0))
     monkeypatch.setattr(test_correctness, "run_emulator_checks",
-                        lambda configs, problem, schedules=None: handed.append(problem) or handed.extend(configs) or (2 * len(configs), 0))
+                        lambda configs, problem, schedules=None, jobs=None: handed.append(problem) or handed.extend(configs) or (2 * len(configs), 0))
     assert test_correctness.main(["--problem", GEMM, "--configs", "all"]) == 0
     assert handed == [GEMM, *S.GEMM_TUNE_SPACE] and refs == [R]
     handed.clear()

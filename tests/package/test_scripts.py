@@ -97,14 +97,15 @@ def test_correctness_checks_another_file_in_the_emulator(tmp_path):
 def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, capsys):
     """--configs all hands every TUNE_SPACE config to the emulated checks (which run per config: the test below), under
     the default verdict unless --schedules says how many."""
-    handed, asked = [], []
+    handed, asked, workers = [], [], []
     monkeypatch.setattr(test_correctness, "sm100_status", lambda: (False, "no CUDA GPU is visible (stand-in)"))
     monkeypatch.setattr(test_correctness, "run_preflight", lambda: (True, "stand-in"))
     monkeypatch.setattr(test_correctness, "reference_self_check", lambda: (8, 0))
 
-    def checks(configs, schedules=None):
+    def checks(configs, schedules=None, jobs=None):
         handed.extend(configs)
         asked.append(schedules)
+        workers.append(jobs)
         return 2 * len(configs), 0
 
     monkeypatch.setattr(test_correctness, "run_emulator_checks", checks)
@@ -113,8 +114,8 @@ def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, c
     assert handed == list(submission.TUNE_SPACE)
     assert out[1].startswith("--configs all: every TUNE_SPACE config runs in the SM100 emulator"), out
     assert out[-1].startswith(f"summary: {9 + 2 * len(handed)} passed, 0 failed")
-    assert test_correctness.main(["--schedules", "2"]) == 0
-    assert asked == [None, 2]
+    assert test_correctness.main(["--schedules", "2", "--jobs", "1"]) == 0
+    assert asked == [None, 2] and workers == [os.cpu_count(), 1]
 
 
 # What `test_correctness.py --configs all` runs for each config (test_correctness.run_emulator_checks: two clusters'

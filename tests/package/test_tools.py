@@ -989,3 +989,34 @@ def test_ledger_table_names_the_forms_no_public_kernel_ran():
     text = markdown(result)
     assert "| `a` | first | 2 | `griddepcontrol.wait` | none |" in text and "| `b` | safe | 1 | none | none |" in text
     assert "| `griddepcontrol.wait` | 1 | **none** |" in text and "| `mbarrier.init.shared.b64 [a], v` | 2 | x:f.py |" in text
+
+
+# ============================================================================ the emulator's own speed and schedules
+def test_emulator_bench_compares_schedules_and_refuses_another_kernel():
+    """tools/emulator_bench.py hashes: equal records compare clean; a schedule whose digest differs is named; a kernel
+    whose PTX is not the recorded one cannot be compared at all (its schedules are another program's)."""
+    from tools.emulator_bench import compare, machine, machine_line
+
+    ran = {"status": "match", "notes": 0, "trace": "0f", "events": 3, "c": "aa"}
+    recorded = {"ptx": "p1", "dsl": "4.8.1", "schedules": {"uniform:0": ran, "late_wake:3": ran}}
+    assert compare("cfg", recorded, json.loads(json.dumps(recorded))) == []
+    moved = {**recorded, "schedules": {**recorded["schedules"], "late_wake:3": {**ran, "trace": "10"}}}
+    (line,) = compare("cfg", recorded, moved)
+    assert line.startswith("cfg late_wake:3: recorded")
+    (line,) = compare("cfg", recorded, {**recorded, "ptx": "p2"})
+    assert "PTX differs" in line and "--write" in line
+    assert machine_line(machine()).startswith(f"machine: {__import__('os').cpu_count()} CPUs")
+
+
+@pytest.mark.slow
+def test_full_grid_runs_every_cluster_and_reports_its_time(tmp_path):
+    """tools/full_grid.py on one small shape (the configs' benchmark shapes take hours): every cluster, a progress
+    line as its clusters finish, the verdict with its time, the JSON row."""
+    out = tmp_path / "grid.json"
+    proc = run("tools/full_grid.py", "--shapes", "256,256,512", "--schedules", "1", "--modes", "strict",
+               "--jobs", "1", "--json", out)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "clusters (" in proc.stdout and "PASS  emulated MATCH" in proc.stdout
+    (row,) = json.loads(out.read_text())["rows"]
+    clusters, total = row["clusters"].split("/")
+    assert clusters == total and row["verdict"] == "MATCH" and row["schedules"] == ["uniform:0"]
