@@ -53,7 +53,8 @@ def _write_lanes(ex, w, space: str, addrs: list, rows: np.ndarray) -> None:
     n = rows.shape[1]
     if space == "global":
         ex.gmem.scatter(addrs, rows)
-        ex.store_log.extend((a, n) for a in addrs)
+        for a in addrs:
+            ex.log_store(a, n, w.cta.cluster)
         return
     cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
     if cta is None or cta.store_sources:  # (a TMA store's source may read between two lanes' writes)
