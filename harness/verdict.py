@@ -379,26 +379,28 @@ def emulate(m: int, n: int, k: int, l: int = 1, config_name: str | None = None, 
 def emulate_in_order(calls: list, jobs: int | None = None):
     """emulate(**call) for each call, `jobs` worker processes at once (default one per CPU; 1: in this process, one
     after the other): the results in the calls' order, each as soon as it and all before it are done. A verdict is
-    the one emulate gives alone (each runs whole in one process, with the same arguments). The workers compute with
-    one thread each (OMP_NUM_THREADS=1, as pytest-xdist's workers do): a BLAS or torch thread pool per worker only
+    the one emulate gives alone (each runs whole in one process, with the same arguments)."""
+    yield from run_in_order(emulate, calls, jobs)
+
+
+def run_in_order(fn, calls: list, jobs: int | None = None):
+    """fn(**call) for each call (fn a module-level function: it crosses to the workers by name), `jobs` worker
+    processes at once (default one per CPU; 1: in this process): the results in the calls' order. The workers compute
+    with one thread each (OMP_NUM_THREADS=1, as pytest-xdist's workers do): a BLAS or torch thread pool per worker only
     contends for the CPUs the other workers use."""
     jobs = min(jobs or os.cpu_count() or 1, len(calls))
     if jobs <= 1:
         for call in calls:
-            yield emulate(**call)
+            yield fn(**call)
         return
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"  # read by each worker as it starts (spawned: a fresh interpreter)
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for future in [pool.submit(_emulate_call, call) for call in calls]:
+            for future in [pool.submit(fn, **call) for call in calls]:
                 yield future.result()
     finally:
         if threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = threads
-
-
-def _emulate_call(call: dict) -> EmulationResult:
-    return emulate(**call)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def compile_release(release: str, jobs: int) -> dict:
     return out
 
 
-def emulate_group(config_name: str, releases: list, schedules) -> dict:
+def emulate_group(config_name: str, releases: list, schedules=None) -> dict:
     """The verdict of one PTX: emulated under the first release of `releases` whose launch can be captured."""
     from harness.verdict import emulate, load_submission, small_shape
 
@@ -144,7 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--install", action="store_true", help="install the releases that are missing (pip, ~200 MB each)")
     ap.add_argument("--schedules", type=int, default=None, help="schedules per verdict (default: the default verdict's)")
     ap.add_argument("--no-emulate", action="store_true", help="compile only")
-    ap.add_argument("--jobs", type=int, default=2, help="compiles in parallel per release")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="compiles in parallel per release, and verdicts in parallel (default: one per CPU)")
     ap.add_argument("--json", default=str(REPO / "docs" / "dsl_matrix.json"))
     ap.add_argument("--markdown", default=str(REPO / "docs" / "dsl_matrix.md"))
     args = ap.parse_args(argv)
@@ -173,15 +175,20 @@ def main(argv=None) -> int:
             group["letter"] = letter
         configs[name] = {"compiled": {r: compiled[r].get(name) for r in releases}, "groups": groups}
     ok = all(rec and rec["ok"] for row in configs.values() for rec in row["compiled"].values())
-    for name, row in configs.items():
-        for digest, group in row["groups"].items():
-            if args.no_emulate:
-                group["verdict"] = {"status": "not emulated", "passed": None, "notes": [], "summary": "--no-emulate"}
-                continue
-            say(f"emulating {name} PTX {group['letter']} ({', '.join(group['releases'])})")
-            group["verdict"] = emulate_group(name, group["releases"], args.schedules)
-            say(f"  {group['verdict']['summary']}")
-            ok &= bool(group["verdict"]["passed"])
+    groups = [(name, group) for name, row in configs.items() for group in row["groups"].values()]
+    if args.no_emulate:
+        for _, group in groups:
+            group["verdict"] = {"status": "not emulated", "passed": None, "notes": [], "summary": "--no-emulate"}
+    else:
+        from harness.verdict import run_in_order
+
+        say(f"emulating {len(groups)} distinct PTX, {args.jobs} at a time")
+        calls = [{"config_name": name, "releases": group["releases"], "schedules": args.schedules}
+                 for name, group in groups]
+        for (name, group), verdict in zip(groups, run_in_order(emulate_group, calls, args.jobs)):
+            group["verdict"] = verdict
+            say(f"{name} PTX {group['letter']} ({', '.join(group['releases'])}): {verdict['summary']}")
+            ok &= bool(verdict["passed"])
     from datetime import date
 
     result = {"label": "compiled and emulated", "releases": releases, "configs": configs,
