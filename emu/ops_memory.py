@@ -54,6 +54,7 @@ def _write_lanes(ex, w, space: str, addrs: list, rows: np.ndarray) -> None:
     if space == "global":
         ex.gmem.scatter(addrs, rows)
         ex.store_log.extend((a, n) for a in addrs)
+        ex.store_clusters.extend([w.cta.cluster.clusterid] * len(addrs))  # (Machine.log_store's record, per lane)
         return
     cta = _lanes_cta(ex, w, space, addrs) if space.startswith("shared") else None
     if cta is None or cta.store_sources:  # (a TMA store's source may read between two lanes' writes)
