@@ -188,7 +188,8 @@ def mma_footprint(ctas: list, d_taddr: int, sfa_taddr, sfb_taddr, idesc: int, a_
     SFB (N/32 columns, at least one), both read (emu.tcgen05 module docstring Q2, Q4; None: no scales), and A's 8
     columns when it is in tensor memory."""
     n = ((idesc >> 17) & 0x3F) << 3
-    cols = ((d_taddr & 0xFFFF, n, True),)
+    m = ((idesc >> 24) & 0x1F) << 4
+    cols = ((d_taddr & 0xFFFF, n // 2 if (len(ctas) == 2 and m == 128) else n, True),)  # (emu.tcgen05.d_columns)
     if sfa_taddr is not None:
         cols += ((sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
     if a_taddr is not None:

@@ -500,17 +500,44 @@ def _check_group(group: list) -> None:
 
 def _check_shape(d: InstrDescriptor, ncta: int) -> None:
     """Valid shapes (PTX ISA 9.7.16.2.1 Table 39, #tcgen05-matrix-shape): cta_group::1 M = 64 or 128, N a multiple of 8
-    in [8, 256]; cta_group::2 M = 128 or 256, N a multiple of 16 in [16, 256]. Implemented: M = 128 (Layout D) and M =
-    256 (Layout A), whose data paths module docstring Q2 pins down; the halved shapes (M = 64 on one CTA, M = 128 on
-    a pair: Layouts E / F and B of 9.7.16.10.5) spread D over lanes the ISA draws only as figures."""
+    in [8, 256]; cta_group::2 M = 128 or 256, N a multiple of 16 in [16, 256]."""
     ms, step = ((64, 128), 8) if ncta == 1 else ((128, 256), 16)
     if d.m not in ms:
         raise Hazard(f"cta_group::{ncta} M = {d.m}: must be {ms[0]} or {ms[1]} (PTX ISA Table 39)")
     if d.n % step or not step <= d.n <= 256:
         raise Hazard(f"cta_group::{ncta} N = {d.n}: must be a multiple of {step} in [{step}, 256]")
-    if d.m == ms[0]:
-        raise Unsupported(f"cta_group::{ncta} M = {d.m}: its data-path layout (PTX ISA 9.7.16.10.5, a figure) is not "
-                          f"implemented; only M = {ms[1]}")
+
+
+def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
+    """(lanes, columns), each [M / ncta, N], of the tensor-memory cells that hold one CTA's rows of D (its row i, D
+    column j), or (None, columns) for the full data paths, which a slice reads. PTX ISA 9.7.16.10.5 draws the layouts;
+    they are taken from CUTLASS tmem_frg (mma_traits_sm100_frag.hpp), in lanes and 32-bit columns:
+      M = 128 on one CTA, M = 256 on a pair (128 rows a CTA; Layouts D, A): row i -> lane i, column col + j;
+      M = 64 on one CTA ("half subpartitions" atom ((16,4),N):((1,32),128)): row i -> lane l0 + i % 16 + 32 (i // 16),
+        column col + j, l0 the address's lane field, 0 or 16 (the top or bottom half of each 32-lane subpartition:
+        CUTLASS's Interleaved allocation puts a second M = 64 tile there);
+      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))): row i -> lane i + 64 (j // (N/2)),
+        column col + j % (N/2)."""
+    lane0, col = split_taddr(d_taddr)
+    rows = m // ncta
+    if rows == 128 or (rows == 64 and ncta == 2):
+        if lane0 != 0:
+            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B and D.
+            raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {m} (PTX ISA 9.7.16.10.5)")
+        if rows == 128:
+            return None, (col, col + n)
+        i, j = np.arange(64)[:, None], np.arange(n)[None, :]
+        return i + 64 * (j // (n // 2)), col + j % (n // 2)
+    if lane0 not in (0, 16):
+        raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 or 16 for M = 64 on one CTA (the half of each "
+                     "32-lane subpartition its rows use)")
+    i, j = np.arange(64)[:, None], np.arange(n)[None, :]
+    return np.broadcast_to(lane0 + i % 16 + 32 * (i // 16), (64, n)), np.broadcast_to(col + j, (64, n))
+
+
+def d_columns(m: int, n: int, ncta: int) -> int:
+    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair."""
+    return n // 2 if (ncta == 2 and m == 128) else n
 
 
 A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
@@ -524,10 +551,13 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     (9.7.16.10.7), scale_vec scales per row of A and of B (1X, 2X, 4X: blocks of K / scale_vec; None: the kind's
     only one, 4X for mxf4nvf4).
 
-    group: [cta] (cta_group::1, M = 128) or [cta_even, cta_odd] (cta_group::2, M = 256). Operands and
+    group: [cta] (cta_group::1, M = 64 or 128) or [cta_even, cta_odd] (cta_group::2, M = 128 or 256). Operands and
     layouts: module docstring Q1-Q5 (an MN-major operand where the descriptor's transpose bit says so:
-    mn_major_element_addresses). Each CTA v computes D rows [128v, 128v+128) from its own A (its smem),
-    the whole B (half from each CTA's smem), its own SFA and its own copy of all N SFB rows.
+    mn_major_element_addresses), D's cells: d_cells. Each CTA v computes D rows [Rv, Rv+R) (R = M / len(group))
+    from its own A (its smem), the whole B (half from each CTA's smem), its own SFA and its own copy of all N SFB
+    rows. The halved shapes (M = 64 on one CTA, M = 128 on a pair) are implemented for the kinds without scale
+    factors, A from shared memory: where their scale factors and a collected or tensor-memory A sit is drawn only as
+    figures.
 
     Numerics: every element is decoded exactly to float64 (emu.numerics.element_values); each output element is the
     float64 dot product of the K exact products (plus D, times 2^-scale_input_d for kind::f16 / tf32: "D = A*B + D *
@@ -575,16 +605,17 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
         raise Hazard(f"scale-input-d {scale_input_d}: must be in [0, 15] (PTX ISA tcgen05.mma)")
     K = d.k
     a_bits, b_bits = element_bits(d.a_format, kind), element_bits(d.b_format, kind)
-    n_per_cta = d.n // ncta
+    n_per_cta, rows = d.n // ncta, d.m // ncta
     if a_in_tmem and (collector != "discard" or a_bits != 4):
         raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{collector}")
+    if rows == 64 and (scaled or a_in_tmem or collector != "discard"):
+        raise Unsupported(f"cta_group::{ncta} M = {d.m} with scale factors, A in tensor memory or an A collector: "
+                          "their data-path layouts are drawn only as figures (PTX ISA 9.7.16.10.5)")
     a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
-    d_lane, d_col = split_taddr(d_taddr)
-    if d_lane != 0:
-        # Data Path Layout Organization table: lane alignment 0 for Layouts A and D.
-        raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {d.m} (PTX ISA 9.7.16.10.5)")
+    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr)
+    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta)
     if scaled and split_taddr(sfb_taddr)[1] % 2:
         raise Hazard(f"SFB address {sfb_taddr:#x}: column {split_taddr(sfb_taddr)[1]} is not 2-column (8-byte) aligned")
 
@@ -600,7 +631,7 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     results = []
     collected = []
     for cta in group:
-        _check_allocated(cta, d_col, d.n, "tcgen05.mma D")
+        _check_allocated(cta, d_col, width, "tcgen05.mma D")
         if collector in ("use", "lastuse"):
             a_codes = cta.a_collector
             if a_codes is None:
@@ -612,7 +643,7 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
         elif a_in_tmem:
             a_codes = tmem_a_operand(cta, a_desc, K)
         else:
-            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, a_bits, d.transpose_a)
+            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, rows, K, a_bits, d.transpose_a)
         collected.append(a_codes if collector in ("fill", "use") else None)
         a_vals = element_values(a_codes, d.a_format)
         if d.negate_a:
@@ -621,19 +652,22 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
             if scaled:
                 acc = _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scale_vec, block, note)
             else:
-                acc = _dot(a_vals, b_vals)  # [128, N] float64 (exact integers for kind::i8)
+                acc = _dot(a_vals, b_vals)  # [rows, N] float64 (exact integers for kind::i8)
             if accumulate:
-                old = cta.tmem[:, d_col:d_col + d.n]
+                old = cta.tmem[:, cols[0]:cols[1]] if lanes is None else cta.tmem[lanes, cols]
                 if np.any(old == POISON_WORD):
-                    raise Hazard(f"tcgen05.mma accumulates into tensor memory columns [{d_col}, {d_col + d.n}) of CTA "
-                                 f"{cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
+                    raise Hazard(f"tcgen05.mma accumulates into tensor memory columns [{d_col}, {d_col + width}) of "
+                                 f"CTA {cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
                 if d.d_format == "s32":
                     acc = acc + old.view(np.int32).astype(np.float64)
                 else:
                     acc = acc + old.view(np.float32).astype(np.float64) * 2.0 ** -scale_input_d
         results.append(_s32_bits(acc, d.saturate) if d.d_format == "s32" else fp32_to_bits(round_to_fp32(acc)))
     for cta, bits, keep in zip(group, results, collected):  # write after all reads (a 2-CTA MMA is one instruction)
-        cta.tmem[:, d_col:d_col + d.n] = bits
+        if lanes is None:
+            cta.tmem[:, cols[0]:cols[1]] = bits
+        else:
+            cta.tmem[lanes, cols] = bits
         cta.a_collector = keep
 
 

@@ -175,6 +175,44 @@ def test_f16_kind_on_a_cta_pair_splits_a_and_b():
     np.testing.assert_allclose(got, expect.astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
+# ---------------------------------------------------------------- the halved shapes (CUTLASS tmem_frg atoms)
+
+def test_m64_on_one_cta_fills_half_of_each_subpartition():
+    """M = 64: row i at lane 16 + i % 16 + 32 (i // 16) with the address's lane field 16 (CUTLASS's "half subpartitions"
+    atom ((16,4),N):((1,32),128)); the other half of every subpartition is left as it was."""
+    rng = np.random.default_rng(31)
+    (cta,) = ready()
+    a = torch.from_numpy(rng.standard_normal((64, 64))).to(torch.float16)
+    b = torch.from_numpy(rng.standard_normal((32, 64))).to(torch.float16)
+    k_major(cta.smem, A_BASE, a.view(torch.int16).numpy())
+    k_major(cta.smem, B_BASE, b.view(torch.int16).numpy())
+    mma([cta], (16 << 16) | 8, desc(A_BASE + 32), desc(B_BASE + 32), idesc(64, 32, 0, 0), kind="f16")
+    expect = (as_f64(a)[:, 16:32] @ as_f64(b)[:, 16:32].T).astype(np.float32)
+    lanes = [16 + i % 16 + 32 * (i // 16) for i in range(64)]
+    np.testing.assert_allclose(cta.tmem[lanes, 8:40].view(np.float32), expect, rtol=1e-6, atol=1e-6)
+    untouched = [lane for lane in range(128) if lane not in lanes]
+    assert (cta.tmem[untouched, 8:40] == POISON_WORD).all()
+
+
+def test_m128_on_a_pair_puts_the_second_half_of_n_in_lanes_64_up():
+    """cta_group::2 M = 128: 64 rows a CTA (A rows 64v..), D column j < N/2 at lane i, column col + j, and j >= N/2 at
+    lane 64 + i, column col + j - N/2 (CUTLASS's "2x2" atom (64,(N/2,2)):(1,(128,64)))."""
+    rng = np.random.default_rng(32)
+    ctas = ready(2)
+    a = rng.integers(-128, 128, (128, 128)).astype(np.int8)
+    b = rng.integers(-128, 128, (32, 128)).astype(np.int8)
+    for v, cta in enumerate(ctas):
+        k_major(cta.smem, A_BASE, a[64 * v:64 * v + 64])
+        k_major(cta.smem, B_BASE, b[16 * v:16 * v + 16])
+    mma(ctas, 0, desc(A_BASE), desc(B_BASE), idesc(128, 32, 1, 1, dtype=2), kind="i8")
+    exact = a[:, :32].astype(np.int64) @ b[:, :32].astype(np.int64).T
+    for v, cta in enumerate(ctas):
+        rows = exact[64 * v:64 * v + 64]
+        got = np.concatenate([cta.tmem[0:64, 0:16], cta.tmem[64:128, 0:16]], axis=1).view(np.int32)
+        np.testing.assert_array_equal(got, rows)
+        assert (cta.tmem[:, 16:32] == POISON_WORD).all()  # N / 2 columns, not N
+
+
 # ---------------------------------------------------------------- MN-major operands
 
 def test_mn_major_a_and_b_with_the_transpose_bits():
@@ -274,7 +312,9 @@ def test_shapes_formats_and_scales_refused_with_their_reasons():
     (cta,) = ready()
     cta.smem[:] = 0
     cases = [
-        (dict(idesc=idesc(64, 64, 0, 0), kind="f16"), Unsupported, r"M = 64: its data-path layout"),
+        (dict(idesc=scaled_idesc(64, 64, 1, 1, ue8m0=1), sfa_taddr=256, sfb_taddr=264, kind="mxf4", scale_vec=2),
+         Unsupported, r"M = 64 with scale factors"),
+        (dict(idesc=idesc(64, 64, 0, 0), kind="f16", d_taddr=32 << 16), Hazard, r"lane field must be 0 or 16"),
         (dict(idesc=idesc(128, 64, 0, 0, dtype=0), kind="f16"), Unsupported, r"F16 D"),
         (dict(idesc=idesc(128, 64, 5, 0), kind="f8f6f4"), Unsupported, r"e2m1 operands: their padded"),
         (dict(idesc=idesc(128, 64, 2, 2), kind="tf32", scale_input_d=16), Hazard, r"must be in \[0, 15\]"),
@@ -290,7 +330,7 @@ def test_shapes_formats_and_scales_refused_with_their_reasons():
     put_scales(cta, 264, np.full((128, 4), 127, np.uint8))
     for kw, error, match in cases:
         with pytest.raises(error, match=match):
-            mma([cta], 0, desc(A_BASE), desc(B_BASE), **kw)
+            mma([cta], kw.pop("d_taddr", 0), desc(A_BASE), desc(B_BASE), **kw)
     assert (cta.tmem[:, 0:64] == POISON_WORD).all()  # nothing written by a refused MMA
 
 
