@@ -1,8 +1,10 @@
 """PTX parser: the module text -> one Kernel whose instructions are decoded once.
 
-Covers the PTX the CuTe DSL emits (PTX ISA chapter 4 "Syntax", chapter 11 directives as used there):
-one `.entry` with `.param` declarations, `.reg` declarations, `.shared` variables (the `.extern` dynamic buffer
-and static ones, laid out by SharedLayout), labels,
+Covers the PTX the CuTe DSL and nvcc emit (PTX ISA chapter 4 "Syntax", chapter 11 directives as used there):
+one `.entry` with `.param` declarations and the `.func` it calls (each function's registers, labels and variables its
+own; a call site's `.param` arguments in its `{ }` block), `.reg` declarations, `.shared` variables (the `.extern`
+dynamic buffer and static ones, laid out by SharedLayout), `.local` variables (one per-thread frame), module `.global`
+/ `.const` variables with their initialisers, labels,
 guard predicates, vector operands `{a, b}`, address operands `[reg+imm]`, the `%r|%p` pair of
 elect.sync, the `_` sink, and inline-asm `{ }` blocks whose labels and `.reg` names are local to the
 block (PTX ISA 11.1 "Scoping"): they are renamed apart so each block's `DONE:` stays its own.

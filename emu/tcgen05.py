@@ -1,15 +1,24 @@
-"""tcgen05 (5th-generation Tensor Core) semantics for the NVFP4 block-scaled MMA path: pure functions.
+"""tcgen05 (5th-generation Tensor Core) semantics: tensor memory, descriptors, the MMAs, copies: pure functions.
 
-Implemented (what the NVFP4 dual-GEMM kernel uses; everything else raises Unsupported):
-  - shared-memory matrix descriptor and block-scaled instruction descriptor decoding,
-  - operand fetch through a K-major descriptor (SWIZZLE_128B / 64B / 32B / none),
-  - tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.block16 (== scale_vec::4X), M=128 (cta_group::1)
-    and M=256 (cta_group::2),
+Implemented (everything else raises Unsupported, naming why):
+  - shared-memory matrix descriptor and instruction descriptor decoding for every kind (PTX ISA Tables 42 / 43:
+    reserved bits and undefined type codes are Hazards),
+  - operand fetch through a K-major or MN-major descriptor (SWIZZLE_128B / 64B / 32B / none; MN-major from CUTLASS
+    make_umma_desc<MN>), elements of 4 (packed FP4), 8, 16 and 32 bits,
+  - tcgen05.mma.cta_group::{1,2} of kind::f16 (f16 / bf16, F32 D), kind::tf32, kind::f8f6f4 (e4m3 / e5m2), kind::i8
+    (s8 / u8, s32 D, saturate), with negate, transpose (MN-major) and scale-input-d; M = 64 / 128 (cta_group::1) and
+    128 / 256 (cta_group::2),
+  - tcgen05.mma ... .block_scale of kind::mxf8f6f4 (e4m3 / e5m2, scale_vec::1X), kind::mxf4 (scale_vec::2X) and
+    kind::mxf4nvf4 (scale_vec::2X block32 UE8M0, scale_vec::4X block16 UE4M3 / UE8M0), SF_ID selecting the scale
+    bytes, M = 128 (cta_group::1) and M = 256 (cta_group::2),
   - tcgen05.cp.cta_group::{1,2} of every shape and multicast (.128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 /
     ::01_23, .32x128b.warpx4; not the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms),
   - tcgen05.ld / tcgen05.st of every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .xN, .pack::16b /
     .unpack::16b,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
+Not implemented, each for the reason its message gives: an F16 D and the 6- / 4-bit operands of kind::f8f6f4 /
+mxf8f6f4 (their packing is drawn only as figures), scale factors / a collector / A in tensor memory with the halved
+shapes, .ws, .sp, disable-output-lane, K = 96, tcgen05.cp's decompression, tcgen05.shift.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
