@@ -168,9 +168,8 @@ def _c_string(ex, w, lane: int, addr: int) -> bytes:
 
 def _vprintf(ex, w, ins, mask, returns, args):
     """vprintf(format, arguments) for each lane of mask, in lane order: the text to Machine.printed, the number of
-    arguments read to the return value (-1 for a NULL format)."""
-    if len(args) != 2:
-        raise unsupported(ins, "vprintf takes the format and the argument buffer")
+    arguments read to the return value (-1 for a NULL format). Its two arguments are those its `.extern .func`
+    declaration gives it (Call.decode checked the count)."""
     formats = call_param(w, args[0].name, 8).view("<u8")[:, 0]
     buffers = call_param(w, args[1].name, 8).view("<u8")[:, 0]
     result = np.zeros(WARP, np.int32)
