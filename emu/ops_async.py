@@ -546,10 +546,10 @@ def _mma_form(ins, n: int, mods: set) -> tuple:
     usage = sorted(mods & collectors)
     if len(usage) > 1:
         raise unsupported(ins, "more than one .collector::a qualifier")
-    if any(isinstance(op, Vec) for op in ins.operands):
-        # which CTA's lanes the bits name under cta_group::2 is not written in a source we have
-        raise unsupported(ins, "disable-output-lane")
-    if len(ins.operands) not in ((7,) if scaled else (5, 6)):
+    masks = [op for op in ins.operands if isinstance(op, Vec)]
+    if masks and (scaled or len(masks) > 1 or ins.operands[4] is not masks[0] or len(masks[0].items) != 4 * n):
+        raise unsupported(ins, "disable-output-lane where the ISA's dense form does not put it (4 words a CTA)")
+    if len(ins.operands) - len(masks) not in ((7,) if scaled else (5, 6)):
         raise unsupported(ins, "operands")
     # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
     return kind, scale_vecs.pop() if scale_vecs else None, usage[0].split("::")[2] if usage else "discard"
@@ -641,13 +641,22 @@ def _issuing_queue(w):
 
 
 def _tc_mma(ex, w, ins, mask):
-    """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} enable_input_d {, scale_input_d} (PTX ISA tcgen05.mma): the
-    .block_scale kinds take the two scale-factor addresses, kind::f16 / tf32 an optional immediate scale-input-d
-    (_mma_form checked the operands)."""
+    """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} {disable_output_lane,} enable_input_d {, scale_input_d} (PTX
+    ISA tcgen05.mma): the .block_scale kinds take the two scale-factor addresses, the dense kinds an optional
+    disable-output-lane vector (4 words a CTA) and kind::f16 / tf32 an optional immediate scale-input-d (_mma_form
+    checked the operands). An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
+    zeros: include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
+    names (and, under cta_group::2, in which CTA) is not written in a source we have."""
     _, n, kind, scale_vec, collector = ins.info
     scaled = tcgen05.MMA_KINDS[kind].scale_vecs is not None
     operands = list(ins.operands)
     d_op, a_op, b_op, i_op = operands[:4]
+    if isinstance(operands[4], Vec):
+        words = np.stack([w.read(op, "b32", ex) for op in operands[4].items])
+        if words[:, mask].any():
+            raise unsupported(ins, "a disable-output-lane bit set (which lane each bit names is not in a source at "
+                                   "hand)")
+        operands = operands[:4] + operands[5:]
     sf_ops = operands[4:6] if scaled else []
     rest = operands[4 + len(sf_ops):]
     d = lane_addresses(ex, w, d_op, 32)

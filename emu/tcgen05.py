@@ -18,7 +18,8 @@ Implemented (everything else raises Unsupported, naming why):
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
 Not implemented, each for the reason its message gives: an F16 D and the 6- / 4-bit operands of kind::f8f6f4 /
 mxf8f6f4 (their packing is drawn only as figures), scale factors / a collector / A in tensor memory with the halved
-shapes, .ws, .sp, disable-output-lane, K = 96, tcgen05.cp's decompression, tcgen05.shift.
+shapes, .ws, .sp, a set disable-output-lane bit (all zeros, as CUTLASS passes it, runs), K = 96, tcgen05.cp's
+decompression, tcgen05.shift.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the

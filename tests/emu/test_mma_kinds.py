@@ -21,7 +21,7 @@ from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import POISON_WORD, Cluster, Cta, Hazard, Unsupported
 from emu.tcgen05 import decode_instr_descriptor, mma, tmem_alloc
-from tests.emu.ptx_kit import kernel_text
+from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 SMEM_BYTES = 160 * 1024
 A_BASE, B_BASE = 0, 64 * 1024
@@ -336,6 +336,7 @@ def test_shapes_formats_and_scales_refused_with_their_reasons():
 
 FORMS = kernel_text("""
   tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1, 3;
+  tcgen05.mma.cta_group::2.kind::tf32 [%r1], %rd1, %rd2, %r2, {%r3, %r4, %r5, %r6, %r3, %r4, %r5, %r6}, %p1, 1;
   tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r2, %p1;
   tcgen05.mma.cta_group::2.kind::mxf8f6f4.block_scale.block32 [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
   tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::2X [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
@@ -347,7 +348,7 @@ def test_decode_of_the_kinds_and_their_scale_vectors():
     k = parse_module(FORMS)
     decode_kernel(k)
     assert [i.info for i in k.instrs if i.base == "tcgen05"] == [
-        ("mma", 1, "f16", None, "discard"), ("mma", 1, "i8", None, "discard"), ("mma", 2, "mxf8f6f4", 1, "discard"),
+        ("mma", 1, "f16", None, "discard"), ("mma", 2, "tf32", None, "discard"), ("mma", 1, "i8", None, "discard"), ("mma", 2, "mxf8f6f4", 1, "discard"),
         ("mma", 1, "mxf4nvf4", 2, "discard"), ("mma", 1, "mxf4", 2, "discard")]
 
 
@@ -355,7 +356,9 @@ def test_decode_of_the_kinds_and_their_scale_vectors():
     ("tcgen05.mma.ws.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;", r"weight-stationary"),
     ("tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, [%r3], %r2, %p1;", r"sparse"),
     ("tcgen05.mma.cta_group::1.kind::f16.block_scale [%r1], %rd1, %rd2, %r2, %p1;", r"takes no .block_scale"),
-    ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, {%r3, %r4, %r5, %r6}, %p1;", r"disable-output-lane"),
+    ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, {%r3, %r4}, %p1;", r"disable-output-lane"),
+    ("tcgen05.mma.cta_group::1.kind::mxf4.block_scale [%r1], %rd1, %rd2, %r2, [%r3], [%r4], {%r3, %r4, %r5, %r6}, "
+     "%p1;", r"disable-output-lane"),
     ("tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r1], %rd1;", r"padded 6- / 4-bit source packing"),
     ("tcgen05.shift.cta_group::1.down [%r1];", r"tcgen05.shift"),
 ])
@@ -369,3 +372,39 @@ def test_forms_left_unsupported(form, why):
 def test_element_bits_per_kind():
     assert [tcgen05.element_bits(f, k) for f, k in (("f16", "f16"), ("tf32", "tf32"), ("s8", "i8"),
                                                     ("e5m2", "f8f6f4"), ("e2m1", "mxf4nvf4"))] == [16, 32, 8, 8, 4]
+
+
+CUTLASS_F16 = """
+    mov.u32 %r9, smem;
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p3, %r1, 0;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9], 64;
+    @%p3 mbarrier.init.shared.b64 [%r9+8], 1;
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9];
+    tcgen05.fence::after_thread_sync;
+    add.s32 %r10, %r9, 4096;
+    shr.u32 %r10, %r10, 4;
+    cvt.u64.u32 %rd2, %r10;
+    or.b64 %rd2, %rd2, SW128_BITS;
+    mov.u32 %r12, IDESC;
+    mov.u32 %r30, 0;
+    ld.param.u32 %r31, [lane_mask];
+    setp.ne.u32 %p4, %r30, 0;
+    @%p3 tcgen05.mma.cta_group::1.kind::f16 [%r20], %rd2, %rd2, %r12, {%r30, %r30, %r30, %r31}, %p4;
+    @%p3 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9+8];
+WAIT
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 64;
+    ret;
+"""
+
+
+def test_cutlass_s_all_zero_disable_output_lane_runs_and_a_set_bit_is_unsupported():
+    """CUTLASS's SM100_MMA_F16BF16_SS passes disable-output-lane {0, 0, 0, 0} (mma_sm100_umma.hpp): nothing disabled,
+    the MMA runs; a set bit names a lane the sources at hand do not pin down."""
+    body = (CUTLASS_F16.replace("SW128_BITS", str(SW128)).replace("IDESC", str(idesc(128, 64, 0, 0)))
+            .replace("WAIT", wait_loop("[%r9+8]", hint=None)))
+    ptx = kernel_text(body, params=".param .u64 out, .param .u32 lane_mask")
+    assert run_ptx(ptx, args=(0,), threads=32, dynamic_smem=32768).machine.stats["mma"] == 1
+    with pytest.raises(Unsupported, match="a disable-output-lane bit set"):
+        run_ptx(ptx, args=(1,), threads=32, dynamic_smem=32768)
