@@ -255,3 +255,56 @@ def test_global_variable_initialisers_and_an_unreadable_one():
     bad = ".global .align 8 .u64 p = generic(w);\n.global .align 4 .b32 w[1];\n"
     with pytest.raises(Unsupported, match="initializer"):
         run_ptx(kernel_text(STORE_TID + "mov.u64 %rd4, p;\n ld.global.u64 %rd5, [%rd4];\n ret;", top=bad))
+
+
+def test_a_function_with_its_own_local_frame_a_struct_argument_and_printf():
+    """nvcc's shapes inside a .func: a by-value struct argument (`.param .align 8 .b8 p[16]`, ld.param.v2), the
+    function's own __local_depot1 with %SP / %SPL of its own, and a printf from inside it."""
+    top = (".extern .func (.param .b32 func_retval0) vprintf\n(\n .param .b64 vprintf_param_0,\n"
+           " .param .b64 vprintf_param_1\n)\n;\n" + _bytes_decl("$str", b"t%d s=%d\n") + """
+.func (.param .b32 func_retval0) g(
+    .param .align 8 .b8 g_param_0[16]
+)
+{
+    .local .align 8 .b8 __local_depot1[8];
+    .reg .b64 %SP;
+    .reg .b64 %SPL;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    mov.u64 %SPL, __local_depot1;
+    cvta.local.u64 %SP, %SPL;
+    ld.param.v2.u32 {%r1, %r2}, [g_param_0];
+    ld.param.u32 %r3, [g_param_0+8];
+    add.s32 %r4, %r2, %r3;
+    st.local.v2.u32 [%SPL], {%r1, %r4};
+    mov.u64 %rd1, $str;
+    cvta.global.u64 %rd2, %rd1;
+    add.u64 %rd3, %SP, 0;
+    { // callseq 1, 0
+    .param .b64 param0;
+    .param .b64 param1;
+    .param .b32 retval0;
+    st.param.b64 [param0], %rd2;
+    st.param.b64 [param1], %rd3;
+    call.uni (retval0), vprintf, (param0, param1);
+    }
+    st.param.b32 [func_retval0], %r4;
+    ret;
+}
+""")
+    body = STORE_TID + """
+    { // callseq 0, 0
+    .param .align 8 .b8 param0[16];
+    .param .b32 retval0;
+    mov.u32 %r2, 10;
+    st.param.v2.u32 [param0], {%r1, %r2};
+    st.param.u32 [param0+8], %r1;
+    call.uni (retval0), g, (param0);
+    ld.param.b32 %r6, [retval0];
+    }
+    st.global.u32 [%rd3], %r6;
+    ret;
+"""
+    run = run_ptx(kernel_text(body, top=top), out_words=4, threads=4)
+    assert run.words.tolist() == [10 + t for t in range(4)]
+    assert run.machine.printed == [f"t{t} s={10 + t}\n" for t in range(4)]
