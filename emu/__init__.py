@@ -7,7 +7,7 @@ package's reference or its kernels. The public entry point:
     run = run_kernel(launch, gmem, schedule=Schedule("uniform", 0))
 
 Modules, one concern each:
-  ptx        the parser: PTX text -> Kernel with decoded instructions
+  ptx        the parser: PTX text -> Kernel (and the .func it calls) with decoded instructions
   state      machine state: global memory, CTAs (shared and tensor memory), clusters, errors
   device     the B200's counts, capacities and launch limits (every B200 fact, cited)
   launch     the launch record (CapturedLaunch): grid, block, cluster, shared memory, parameter bytes
@@ -15,12 +15,13 @@ Modules, one concern each:
   execute    run_kernel: the public entry point
   simt       warps: lanes, divergence, typed registers
   isa        the opcode table (decode once, execute per warp)
-  ops_alu, ops_control, ops_memory, ops_async   one small function per opcode family
+  ops_alu, ops_control, ops_memory, ops_async   one small function per opcode family (calls and ret: ops_control)
   mbarrier   mbarrier phase / arrival / tx-count semantics, happens-before of their initialisation
   ordering   tcgen05 ordering and proxy fences the ISA requires (notes where hardware-verified kernels rely on more)
   tma        tensor-map decode and tile fetch (swizzle, FP4 packing, multicast)
-  tcgen05    tensor memory, descriptors, block-scaled MMA, tcgen05.cp/ld
+  tcgen05    tensor memory, descriptors, every MMA kind, tcgen05.cp/ld/st
   mufu       ex2/rcp/tanh .approx values: exact-rounded, or a hardware measurement where one exists
+  printf     device printf's text (call vprintf), formatted on the host
   precedents the hardware-verified kernels that verdict notes name (a model violation they survive)
   lint       the kernel-wide static pass over the PTX (cta_group, mbarrier state spaces, alloc pairing, alignment)
   machine    clusters, the seeded scheduler and its policies, the asynchronous engine, deadlock reports

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .ptx import Addr, Imm, Pair, Reg, Sink, Sym, TensorCoords, Vec, parse_module
+from .ptx import Addr, Args, Imm, Pair, Reg, Sink, Sym, TensorCoords, Vec, parse_module
 
 
 def operand_shape(op) -> str:
     """A value v (a register, an immediate or a symbol's address: one hardware ask, whichever the assembler gets), an
-    address [a] (any base, any offset), a vector {N}, tensor coordinates {cN}, a predicate pair v|v, the sink _."""
+    address [a] (any base, any offset), a vector {N}, tensor coordinates {cN}, a predicate pair v|v, the sink _, a
+    call's parameter list (N)."""
     if isinstance(op, (Reg, Imm, Sym)):
         return "v"
     if isinstance(op, Addr):
@@ -31,6 +32,8 @@ def operand_shape(op) -> str:
         return "v|v"
     if isinstance(op, Sink):
         return "_"
+    if isinstance(op, Args):
+        return f"({len(op.items)})"
     return type(op).__name__
 
 

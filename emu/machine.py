@@ -30,10 +30,14 @@ import numpy as np
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .lint import check_kernel
 from .simt import NO_LANES, WARP, Warp
-from .state import CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note
+from .ptx import initial_bytes
+from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note,
+                    Unsupported)
 
 PDL_LAUNCH_ATTRIBUTE = 6  # cudaLaunchAttributeProgrammaticStreamSerialization (CUDA runtime API, driver_types.h)
 SHARED_GENERIC_BASE = 0x0000_1000_0000_0000  # generic-address window of shared memory (emulator's choice)
+LOCAL_GENERIC_BASE = 0x0000_2000_0000_0000  # generic-address window of a thread's local memory (the same)
+GENERIC_WINDOW = 1 << 32  # each window's size
 # The first 1 KiB of a CTA's shared window is reserved for the system (CUDA C++ Programming Guide, compute capability
 # 9.0/10.0: 1 KB of shared memory per block is reserved; a CuTe DSL cubin reports 1024 bytes of static shared memory
 # and no variable of its own): the kernel's static variables start after it, the dynamic buffer after those.
@@ -397,6 +401,8 @@ class Machine:
         self.tainted = {}  # cluster id -> its first read of bytes this run does not know (watch_unknown)
         self.op_cluster = None  # the cluster of the asynchronous operation completing (self.current)
         self.traffic = {}  # global allocation base -> bytes the async loads asked for (one request, any multicast)
+        self.printed = []  # what device printf (vprintf) wrote, one string per thread's call, in the order they ran
+        self.global_variables = {}  # module .global / .const variable -> its address, placed at first use
         # Launched with programmatic stream serialization (launch attribute 6, value an int): the previous kernel in the
         # queue may still run, so a thread touches global memory only after griddepcontrol.wait (PTX ISA
         # "griddepcontrol"; CUDA programming guide, programmatic dependent launch).
@@ -463,12 +469,33 @@ class Machine:
             return (warp.cta.rank << CLUSTER_RANK_SHIFT) | (RESERVED_SMEM + layout.offsets[name])
         if name in layout.dynamic_names:
             return (warp.cta.rank << CLUSTER_RANK_SHIFT) | self.dynamic_smem_offset
+        kernel = self.kernel
+        if name in kernel.local_layout.offsets:  # a .local variable: its offset in the thread's local frame
+            return kernel.local_layout.offsets[name]
+        if name in kernel.global_vars:
+            return self.global_variable(name)
+        if name in kernel.param_vars:
+            raise Unsupported(f"the address of the call parameter {name.split('@')[0]} is not implemented (st.param / "
+                              "ld.param name it directly)")
         raise EmulatorError(f"unknown symbol {name}")
 
+    def global_variable(self, name: str) -> int:
+        """A module-scope .global / .const variable's address: allocated and initialised at its first use (PTX ISA
+        5.4.4; one copy per launch here: a value one launch leaves for the next is not kept)."""
+        addr = self.global_variables.get(name)
+        if addr is None:
+            align, size, _space, ty, init = self.kernel.global_vars[name]
+            addr = self.global_variables[name] = self.gmem.alloc(max(size, 1), align=max(align, 1))
+            if size:
+                self.gmem.write(addr, np.frombuffer(initial_bytes(ty, size, init), np.uint8))
+        return addr
+
     def convert_address(self, v: np.ndarray, space: str, to_space: bool) -> np.ndarray:
-        """cvta: the param space is addressed by its generic addresses; shared sits in its own window."""
+        """cvta: the param space is addressed by its generic addresses; shared and local sit in windows of their own."""
         if space in ("param", "global"):
             return v
+        if space == "local":  # a thread's local offsets <-> its generic local window
+            return v - np.uint64(LOCAL_GENERIC_BASE) if to_space else v + np.uint64(LOCAL_GENERIC_BASE)
         if to_space:
             return (v - np.uint64(SHARED_GENERIC_BASE)) & np.uint64(0xFFFFFFFF)
         return v + np.uint64(SHARED_GENERIC_BASE)

@@ -1,4 +1,5 @@
-"""Number formats of the NVFP4 block-scaled MMA: e2m1 elements, e4m3 / ue8m0 scale factors, fp32 results.
+"""Number formats of the tcgen05 MMAs: e2m1, e4m3, e5m2, f16, bf16, tf32, 8-bit integer elements, e4m3 / ue8m0 scale
+factors, fp32 results.
 
 All decoders are 256- or 16-entry lookup tables built from the format definitions, applied with numpy
 fancy indexing (vectorised). Values decode to float64, in which every e2m1 x e4m3 x e2m1 x e4m3 product
@@ -15,6 +16,14 @@ Sources (independent of the code under test):
   The MMA's scale type is UE4M3 (unsigned, PTX ISA 9.7.16.10.7.1 Table 55). A byte with the sign bit set is
   outside that type; we decode it as signed e4m3fn, so a poisoned 0xFF byte reads as NaN.
 - ue8m0: OCP MX spec 5.4.1: 2^(e-127), 0xFF is NaN.
+- e5m2 (float8_e5m2): OCP FP8 spec: 1 sign, 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like (exponent 31:
+  infinity with mantissa 0, else NaN); subnormals m/4 * 2^-14.
+- f16 / bf16: IEEE binary16 / the upper 16 bits of an IEEE binary32 (PTX ISA 5.2.5 "Alternate Floating-Point Data
+  Formats": bf16 is 1 sign, 8 exponent, 7 mantissa bits).
+- tf32: PTX ISA 5.2.5: 1 sign, 8 exponent, 10 mantissa bits, held in a 32-bit container with the fp32 layout. An MMA
+  reads the container's upper 19 bits here (the lower 13 dropped): the ISA's format has no place for them, and what
+  the tensor core does with nonzero ones is not written in a source we have (a kernel that feeds unrounded fp32
+  values gets a tf32 product either way; comparisons use a tolerance).
 - fp32 rounding: IEEE 754 round-to-nearest-even, which numpy's float64 -> float32 cast performs.
 """
 from __future__ import annotations
@@ -46,8 +55,46 @@ def _build_ue8m0_table() -> np.ndarray:
     return table
 
 
+def _build_e5m2_table() -> np.ndarray:
+    table = np.empty(256, dtype=np.float64)
+    for byte in range(256):
+        sign = -1.0 if byte & 0x80 else 1.0
+        exp, man = (byte >> 2) & 0x1F, byte & 0x3
+        if exp == 0x1F:
+            table[byte] = sign * np.inf if man == 0 else np.nan
+        elif exp == 0:
+            table[byte] = sign * (man / 4.0) * 2.0 ** -14
+        else:
+            table[byte] = sign * (1.0 + man / 4.0) * 2.0 ** (exp - 15)
+    return table
+
+
 E4M3FN_TABLE = _build_e4m3fn_table()
+E5M2_TABLE = _build_e5m2_table()
 UE8M0_TABLE = _build_ue8m0_table()
+
+
+def element_values(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """An MMA operand's element bits (one element per entry, unsigned) in format `fmt` -> float64 (integers for u8 /
+    s8: exact in float64 too). Formats of PTX ISA Table 42 / 43 ("atype / btype")."""
+    bits = np.asarray(bits)
+    if fmt == "e2m1":
+        return E2M1_TABLE[bits.astype(np.intp) & 0xF]
+    if fmt == "e4m3":
+        return E4M3FN_TABLE[bits.astype(np.uint8)]
+    if fmt == "e5m2":
+        return E5M2_TABLE[bits.astype(np.uint8)]
+    if fmt == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if fmt == "bf16":
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    if fmt == "tf32":
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if fmt == "u8":
+        return bits.astype(np.uint8).astype(np.float64)
+    if fmt == "s8":
+        return bits.astype(np.uint8).view(np.int8).astype(np.float64)
+    raise ValueError(f"no element format {fmt}")
 
 
 def e2m1_to_float(codes: np.ndarray) -> np.ndarray:

@@ -508,8 +508,8 @@ class Setp:
 
 @family("cvt")
 class Cvt:
-    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, cvt.rn.f16.f32, cvt.rn.f16x2.f32 and
-    cvt{.ftz}.sat.f32.f32 (PTX ISA 9.7.9.21)."""
+    """cvt between integer widths, cvt.rn.{f16,f32}.<int of <= 32 bits>, cvt.rn.f16.f32, cvt.rn.f16x2.f32,
+    cvt{.ftz}.f64.f32 and cvt{.ftz}.sat.f32.f32 (PTX ISA 9.7.9.21)."""
 
     @staticmethod
     def decode(ins):
@@ -522,6 +522,10 @@ class Cvt:
             return ("f2f",) + tuple(parts[-2:])
         if len(parts) == 2 and parts[0] in _INT and parts[1] in _INT:
             return tuple(parts)
+        if tuple(parts) in (("f64", "f32"), ("ftz", "f64", "f32")):
+            # widening f32 -> f64 is exact and takes no rounding modifier; .ftz flushes a subnormal input to a zero of
+            # its sign first (PTX ISA 9.7.9.21 "cvt": float-to-float conversions, .ftz on .f32 sources)
+            return ("widen", "ftz" in parts)
         if tuple(parts) in (("sat", "f32", "f32"), ("ftz", "sat", "f32", "f32")):
             # cvt{.ftz}.sat.f32.f32: clamp to [0.0, 1.0], NaN -> +0.0 (PTX ISA 9.7.9.21 "cvt", saturation modifier);
             # .ftz flushes a subnormal input to a zero of its sign, which the clamp then makes +0.0 or keeps -0.0
@@ -547,6 +551,13 @@ class Cvt:
             d, a = ins.operands
             r = w.read(a, sty, ex).astype(np.float16 if dty == "f16" else np.float32)
             w.write(d, _canon_nan(r), dty, m)  # NaN -> 0x7FFF, as cvt.rn.f16x2.f32 gives on an H200 (assumed alike)
+            return
+        if ins.info[0] == "widen":
+            d, a = ins.operands
+            v = w.read(a, "f32", ex)
+            if ins.info[1]:
+                v = np.where(np.abs(v) < np.float32(1.17549435e-38), np.copysign(np.float32(0), v), v)
+            w.write(d, v.astype(np.float64), "f64", m)
             return
         if ins.info[0] == "sat":
             d, a = ins.operands
@@ -583,7 +594,7 @@ class Cvta:
         parts = ins.parts[1:]
         to = parts[0] == "to"
         space = parts[1] if to else parts[0]
-        if space not in ("param", "shared", "shared::cta", "shared::cluster", "global"):
+        if space not in ("param", "shared", "shared::cta", "shared::cluster", "global", "local"):
             raise unsupported(ins)
         return to, space, parts[-1]
 

@@ -17,7 +17,7 @@ from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
 from .ptx import Addr, Vec
-from .simt import lane_addresses, to_bits, type_bits
+from .simt import WARP, lane_addresses, to_bits, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
 
@@ -478,31 +478,28 @@ class Tcgen05:
     @staticmethod
     def decode(ins):
         op = ins.parts[1]
+        if op == "shift":
+            # The ISA text at hand gives tcgen05.shift's shape only (.31x256b, implicit: PTX ISA 9.7.16.2.3): which
+            # lanes receive which rows is not pinned down by a source we have.
+            raise unsupported(ins, "tcgen05.shift (which lanes its implicit .31x256b shape moves where is not pinned "
+                                   "down by a source at hand)")
         if op not in Tcgen05.FORMS:
             raise unsupported(ins)
         n = _cta_group(ins)
         mods = set(ins.parts[2:])
         if op == "mma":
-            kind = next((m.split("::")[1] for m in mods if m.startswith("kind::")), None)
-            if kind != "mxf4nvf4" or "block_scale" not in mods:
-                raise unsupported(ins, f"kind {kind}")
-            collectors = {f"collector::a::{op}" for op in tcgen05.A_COLLECTOR_OPS}
-            known = {f"cta_group::{n}", "kind::mxf4nvf4", "block_scale", "block16", "scale_vec::4X"} | collectors
-            if mods - known:
-                raise unsupported(ins, "modifiers " + ", ".join(sorted(mods - known)))
-            usage = sorted(mods & collectors)
-            if len(usage) > 1:
-                raise unsupported(ins, "more than one .collector::a qualifier")
-            # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
-            return ("mma", n, 16, usage[0].split("::")[2] if usage else "discard")
+            return ("mma", n) + _mma_form(ins, n, mods)
         if op == "cp":
             shape = next((m for m in mods if m in {s for s, _ in tcgen05.CP_SHAPES}), None)
             multicast = next((m for m in mods if m.startswith("warpx")), None)
             if (shape, multicast) not in tcgen05.CP_SHAPES:
                 raise unsupported(ins, "shape and multicast")
-            if mods - {f"cta_group::{n}", shape, multicast}:  # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms
+            if mods - {f"cta_group::{n}", shape, multicast}:
+                # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms: 16 packed 6- / 4-bit elements padded to 16
+                # bytes, the packing the PTX ISA draws only as figures (as for kind::f8f6f4's sub-byte operands)
                 raise unsupported(ins, "source decompression " + ", ".join(sorted(mods - {f"cta_group::{n}", shape,
-                                                                                           multicast})))
+                                                                                           multicast}))
+                                  + " (the padded 6- / 4-bit source packing is drawn only as figures)")
             return ("cp", n, shape, multicast)
         if op in ("ld", "st"):
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
@@ -522,6 +519,40 @@ class Tcgen05:
     def execute(ex, w, ins, mask):
         op = ins.info[0]
         return _TC[op](ex, w, ins, mask)
+
+
+def _mma_form(ins, n: int, mods: set) -> tuple:
+    """(kind, scale_vec, collector usage) of a tcgen05.mma (PTX ISA tcgen05.mma syntax): .kind::*, .block_scale with
+    .scale_vec::NX or the block size that names it (.block16 / .block32: K / block scales a row), .collector::a::*
+    (none is ::discard). The weight-stationary (.ws) and sparse (.sp) forms, and .ashift, are not implemented."""
+    if ins.parts[1] != "mma" or {"ws", "sp"} & set(ins.parts):
+        raise unsupported(ins, "the weight-stationary (.ws) and sparse (.sp) forms")
+    kind = next((m.split("::")[1] for m in mods if m.startswith("kind::")), None)
+    if kind not in tcgen05.MMA_KINDS:
+        raise unsupported(ins, f"kind {kind}")
+    spec = tcgen05.MMA_KINDS[kind]
+    scaled = spec.scale_vecs is not None
+    if scaled != ("block_scale" in mods):
+        raise unsupported(ins, f"kind::{kind} {'needs' if scaled else 'takes no'} .block_scale")
+    scale_vecs = {int(m.split("::")[1][:-1]) for m in mods if m.startswith("scale_vec::")}
+    scale_vecs |= {spec.k // int(m[5:]) for m in mods if m in ("block16", "block32")}
+    if len(scale_vecs) > 1 or (scale_vecs and not scaled):
+        raise unsupported(ins, "scale_vec / block qualifiers")
+    collectors = {f"collector::a::{op}" for op in tcgen05.A_COLLECTOR_OPS}
+    known = {f"cta_group::{n}", f"kind::{kind}", "block_scale", "block16", "block32"} | collectors | {
+        f"scale_vec::{v}X" for v in (1, 2, 4)}
+    if mods - known:
+        raise unsupported(ins, "modifiers " + ", ".join(sorted(mods - known)))
+    usage = sorted(mods & collectors)
+    if len(usage) > 1:
+        raise unsupported(ins, "more than one .collector::a qualifier")
+    masks = [op for op in ins.operands if isinstance(op, Vec)]
+    if masks and (scaled or len(masks) > 1 or ins.operands[4] is not masks[0] or len(masks[0].items) != 4 * n):
+        raise unsupported(ins, "disable-output-lane where the ISA's dense form does not put it (4 words a CTA)")
+    if len(ins.operands) - len(masks) not in ((7,) if scaled else (5, 6)):
+        raise unsupported(ins, "operands")
+    # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
+    return kind, scale_vecs.pop() if scale_vecs else None, usage[0].split("::")[2] if usage else "discard"
 
 
 def _pair_rendezvous(w, ins, mask, kind: str, payload: tuple):
@@ -610,48 +641,65 @@ def _issuing_queue(w):
 
 
 def _tc_mma(ex, w, ins, mask):
-    _, n, block, collector = ins.info
-    d_op, a_op, b_op, i_op, sfa_op, sfb_op, en_op = ins.operands[:7]
-    if len(ins.operands) != 7:
-        raise unsupported(ins, "disable-output-lane / extra operands")
+    """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} {disable_output_lane,} enable_input_d {, scale_input_d} (PTX
+    ISA tcgen05.mma): the .block_scale kinds take the two scale-factor addresses, the dense kinds an optional
+    disable-output-lane vector (4 words a CTA) and kind::f16 / tf32 an optional immediate scale-input-d (_mma_form
+    checked the operands). An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
+    zeros: include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
+    names (and, under cta_group::2, in which CTA) is not written in a source we have."""
+    _, n, kind, scale_vec, collector = ins.info
+    scaled = tcgen05.MMA_KINDS[kind].scale_vecs is not None
+    operands = list(ins.operands)
+    d_op, a_op, b_op, i_op = operands[:4]
+    if isinstance(operands[4], Vec):
+        words = np.stack([w.read(op, "b32", ex) for op in operands[4].items])
+        if words[:, mask].any():
+            raise unsupported(ins, "a disable-output-lane bit set (which lane each bit names is not in a source at "
+                                   "hand)")
+        operands = operands[:4] + operands[5:]
+    sf_ops = operands[4:6] if scaled else []
+    rest = operands[4 + len(sf_ops):]
     d = lane_addresses(ex, w, d_op, 32)
     a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
     a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else to_bits(w.read(a_op, "b64", ex), "b64")
     b = to_bits(w.read(b_op, "b64", ex), "b64")
     idesc = to_bits(w.read(i_op, "b32", ex), "b32")
-    sfa = lane_addresses(ex, w, sfa_op, 32)
-    sfb = lane_addresses(ex, w, sfb_op, 32)
-    en = w.read(en_op, "pred", ex)
+    sfa, sfb = (lane_addresses(ex, w, op, 32) for op in sf_ops) if scaled else (None, None)
+    en = w.read(rest[0], "pred", ex)
+    scale_d = w.read(rest[1], "u32", ex) if len(rest) == 2 else np.zeros(WARP, np.uint32)
     group = _group(w.cta, n)
     ordering.issued(ex, w, ins, "mma")
     for lane in _lane(mask):
-        args = (int(d[lane]), int(a[lane]), int(b[lane]), int(idesc[lane]), int(sfa[lane]), int(sfb[lane]), bool(en[lane]))
-        footprint = ordering.mma_footprint(group, args[0], args[4], args[5], args[3], args[1] if a_in_tmem else None)
+        args = dict(d_taddr=int(d[lane]), a_desc=int(a[lane]), b_desc=int(b[lane]), idesc=int(idesc[lane]),
+                    sfa_taddr=int(sfa[lane]) if scaled else None, sfb_taddr=int(sfb[lane]) if scaled else None,
+                    accumulate=bool(en[lane]), scale_input_d=int(scale_d[lane]))
+        footprint = ordering.mma_footprint(group, args["d_taddr"], args["sfa_taddr"], args["sfb_taddr"], args["idesc"],
+                                           args["a_desc"] if a_in_tmem else None)
         ordering.mma_overwrites(ex, w, ins, footprint)
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
-            tcgen05.mma_block_scaled(group, args[0], args[1], args[2], args[3], args[4], args[5], args[6],
-                                     kind="mxf4nvf4", block=block, collector=collector,
-                                     note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT), a_in_tmem=a_in_tmem)
+            tcgen05.mma(group, **args, kind=kind, scale_vec=scale_vec, collector=collector,
+                        note=_tc_note(ex, ins, precedents.JIAB_SFA_PER_QUADRANT), a_in_tmem=a_in_tmem)
             ex.stats["mma"] += 1
             if collector in ("use", "lastuse"):
                 ex.stats["mma_a_from_collector"] = ex.stats.get("mma_a_from_collector", 0) + 1
 
         ex.submit(w.cta.cluster, AsyncOp("tcgen05.mma", run, _issuing_queue(w), ins.line,
-                                         _mma_cost(group, args, collector, a_in_tmem)))
+                                         _mma_cost(group, args["idesc"], kind, collector, a_in_tmem)))
     return None
 
 
-def _mma_cost(group, args, collector, a_in_tmem: bool = False) -> Cost:
+def _mma_cost(group, idesc: int, kind: str, collector: str, a_in_tmem: bool = False) -> Cost:
     """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector or
-    from tensor memory)
-    and N/len(group) rows of B (cta_group::2 splits B between the pair), FP4: K/2 bytes a row (module docstring of
-    emu.tcgen05, Q1-Q6)."""
-    d = tcgen05.decode_instr_descriptor(args[3], "mxf4nvf4")
+    from tensor memory) and N/len(group) rows of B (cta_group::2 splits B between the pair), K elements a row at the
+    kind's element size (module docstring of emu.tcgen05, Q1-Q6). The timed engine's MAC rate is FP4's for every
+    kind (b200.yaml: fitted on FP4 kernels only)."""
+    d = tcgen05.decode_instr_descriptor(idesc, kind)
     rows_a, rows_b = d.m // len(group), d.n // len(group)
-    a_bytes = 0 if collector in ("use", "lastuse") or a_in_tmem else rows_a * d.k // 2
-    return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * d.k // 2, dests=group)
+    row_bytes = {fmt: d.k * tcgen05.element_bits(fmt, kind) // 8 for fmt in (d.a_format, d.b_format)}
+    a_bytes = 0 if collector in ("use", "lastuse") or a_in_tmem else rows_a * row_bytes[d.a_format]
+    return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * row_bytes[d.b_format], dests=group)
 
 
 def _tc_cp(ex, w, ins, mask):

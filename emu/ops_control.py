@@ -8,7 +8,9 @@ from .simt import WARP
 from .machine import EXIT_CHECKS, ClusterBarrier
 from .mbarrier import merge, observe, released
 from .ordering import proxy_fence
-from .ptx import Imm, Pair
+from . import printf
+from .ops_memory import call_param, read_thread
+from .ptx import Args, Imm, Pair, ParamSym
 from .state import Hazard, Unsupported
 
 
@@ -47,16 +49,146 @@ class Bra:
 
 @family("ret", "exit")
 class Exit:
+    """exit, and ret: the end of the kernel for the lanes in no call, a return to the call for the others (PTX ISA
+    "ret": it returns from the function to the instruction after the call; in the kernel it ends the thread). Each
+    lane returns to its own innermost call, with its return values copied to that call's (ret{.uni}: the same)."""
+
     @staticmethod
     def decode(ins):
-        if len(ins.parts) != 1:
+        if ins.parts[1:] not in ((), ("uni",)) or (ins.base == "exit" and len(ins.parts) != 1):
             raise unsupported(ins)
 
     @staticmethod
     def execute(ex, w, ins, mask):
+        if ins.base == "ret" and w.frames:
+            return _return(ex, w, mask)
         w.exit_lanes(mask)
         w.cta.cluster.progress += 1
         return JUMPED
+
+
+class Frame:
+    """One call the lanes are in: where they return to, which lanes are still inside, and the (caller's, callee's)
+    return-value parameters to copy back at ret."""
+
+    def __init__(self, return_pc: int, lanes: np.ndarray, returns: list):
+        self.return_pc, self.lanes, self.returns = return_pc, lanes, returns
+
+
+def _current_pc(w, mask) -> int:
+    return w.upc if w.upc >= 0 else int(w.pc[int(np.flatnonzero(mask)[0])])
+
+
+def _return(ex, w, mask):
+    """ret by the lanes of `mask`: each to the innermost call it is in (the frames, innermost last); lanes in no call
+    end (a ret in the kernel's own code while other lanes are in a function)."""
+    left = mask.copy()
+    targets = []
+    for frame in reversed(w.frames):
+        lanes = frame.lanes & left
+        if not lanes.any():
+            continue
+        for caller, (callee, size) in frame.returns:
+            if ex.kernel.param_vars[caller.name] != size:
+                raise Hazard(f"ret: the call's return value {caller.name.split('@')[0]} has "
+                             f"{ex.kernel.param_vars[caller.name]} bytes, the function's {callee.split('@')[0]} {size}")
+            call_param(w, caller.name, size)[lanes] = call_param(w, callee, size)[lanes]
+        targets.append((lanes, frame.return_pc + 1))
+        frame.lanes = frame.lanes & ~lanes
+        left &= ~lanes
+    w.frames = [f for f in w.frames if f.lanes.any()]
+    if len(targets) == 1 and not left.any():
+        w.jump(mask, targets[0][1])
+        return JUMPED
+    pcs = w.pc
+    here = w.live & (pcs == pcs[int(np.flatnonzero(mask)[0])])
+    pcs[here & ~mask] += 1
+    for lanes, target in targets:
+        pcs[lanes] = target
+    if left.any():
+        w.exit_lanes(left)
+        w.cta.cluster.progress += 1
+    return JUMPED
+
+
+@family("call")
+class Call:
+    """call{.uni} [(ret),] func, [(args)] (PTX ISA "call", 11.1.2 ".func", 5.1.6.2 "Device Function Parameters"): the
+    arguments' per-thread `.param` copies become the callee's formals, the lanes continue at its first instruction and
+    ret brings them back (Exit). A direct call of a `.func` with a body in the module, or of the CUDA runtime's
+    vprintf (device printf: emu.printf; the text kept in Machine.printed). An indirect call, or a call of another
+    body-less `.extern .func`, is Unsupported: what it does is not in the module."""
+
+    @staticmethod
+    def decode(ins):
+        fn = ins.callee
+        if ins.parts[1:] not in ((), ("uni",)) or fn is None:
+            raise unsupported(ins)
+        lists = [op for op in ins.operands if isinstance(op, Args)]
+        callee_at = next(i for i, op in enumerate(ins.operands) if not isinstance(op, Args))
+        returns = lists[0].items if callee_at == 1 else ()
+        args = lists[-1].items if len(ins.operands) > callee_at + 1 else ()
+        if not all(isinstance(op, ParamSym) for op in returns + args):
+            raise unsupported(ins, "arguments other than .param variables")
+        if fn.start < 0 and fn.name != "vprintf":
+            raise unsupported(ins, f"{fn.name} is an .extern function with no body in the module (of those only the "
+                                   "CUDA runtime's vprintf is known)")
+        if len(args) != len(fn.formals) or len(returns) > len(fn.retvals):
+            raise unsupported(ins, f"{len(args)} arguments and {len(returns)} return values for {fn.name}'s "
+                                   f"{len(fn.formals)} and {len(fn.retvals)}")
+        return returns, args
+
+    @staticmethod
+    def execute(ex, w, ins, mask):
+        returns, args = ins.info
+        fn = ins.callee
+        sizes = ex.kernel.param_vars
+        if fn.start < 0:
+            return _vprintf(ex, w, ins, mask, returns, args)
+        for actual, (formal, size) in zip(args, fn.formals):
+            if sizes[actual.name] < size:
+                raise Hazard(f"{ins.opcode}: the argument {actual.name.split('@')[0]} has {sizes[actual.name]} bytes, "
+                             f"{fn.name}'s parameter {formal.split('@')[0]} {size}")
+            call_param(w, formal, size)[mask] = call_param(w, actual.name, sizes[actual.name])[mask, :size]
+        w.frames.append(Frame(_current_pc(w, mask), mask.copy(), list(zip(returns, fn.retvals))))
+        w.jump(mask, fn.start)
+        return JUMPED
+
+
+def _c_string(ex, w, lane: int, addr: int) -> bytes:
+    """The NUL-terminated bytes at a generic address, as thread `lane` reads them (at most printf.MAX_STRING)."""
+    out = bytearray()
+    while len(out) < printf.MAX_STRING:
+        byte = int(read_thread(ex, w, lane, "generic", addr + len(out), 1)[0])
+        if byte == 0:
+            break
+        out.append(byte)
+    return bytes(out)
+
+
+def _vprintf(ex, w, ins, mask, returns, args):
+    """vprintf(format, arguments) for each lane of mask, in lane order: the text to Machine.printed, the number of
+    arguments read to the return value (-1 for a NULL format). Its two arguments are those its `.extern .func`
+    declaration gives it (Call.decode checked the count)."""
+    formats = call_param(w, args[0].name, 8).view("<u8")[:, 0]
+    buffers = call_param(w, args[1].name, 8).view("<u8")[:, 0]
+    result = np.zeros(WARP, np.int32)
+    strings = {}
+    for lane in np.flatnonzero(mask).tolist():
+        if formats[lane] == 0:
+            result[lane] = -1
+            continue
+        key = int(formats[lane])
+        if key not in strings:
+            strings[key] = _c_string(ex, w, lane, key)
+        buffer = int(buffers[lane])
+        text, result[lane] = printf.format_printf(
+            strings[key], lambda offset, n: read_thread(ex, w, lane, "generic", buffer + offset, n),
+            lambda address: _c_string(ex, w, lane, address))
+        ex.printed.append(text)
+    if returns:
+        call_param(w, returns[0].name, 4)[mask] = result.view(np.uint8).reshape(WARP, 4)[mask]
+    return None
 
 
 @family("elect")

@@ -4,15 +4,15 @@ from __future__ import annotations
 import numpy as np
 
 from .isa import BLOCK, Control, family, unsupported
-from .machine import role_of
+from .machine import GENERIC_WINDOW, LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE, role_of
 from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initialise, note_acquire, note_signal,
                        released, warp_key)
 from .ops_async import on_shared_write
 from .ordering import generic_write
-from .ptx import Sink, Vec
+from .ptx import Addr, ParamSym, Sink, Vec
 from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits, uniform_address, uniform_value
-from .state import (CLUSTER_RANK_SHIFT, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_gather, smem_read,
-                    smem_write, store_shared, store_shared_rows)
+from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_gather,
+                    smem_read, smem_write, store_shared, store_shared_rows)
 
 SLEEP = Control("sleep")
 
@@ -90,11 +90,71 @@ def _write_bytes(ex, w, space: str, addr: int, data: np.ndarray) -> None:
     raise Hazard(f"stores to the {space} space are not implemented")
 
 
+def local_frame(ex, w) -> np.ndarray:
+    """[lane, byte]: the threads' local memory, one frame of every .local variable the kernel and its functions
+    declare (emu.ptx: one frame per function, not per call, as recursion is refused), poisoned until written."""
+    if w.local is None:
+        w.local = np.full((WARP, max(ex.kernel.local_layout.static_bytes, 1)), POISON_BYTE, np.uint8)
+    return w.local
+
+
+def _local_bytes(ex, w, lane: int, addr: int, n: int) -> np.ndarray:
+    """A live view of n bytes of lane's local memory at its local address `addr`."""
+    frame = local_frame(ex, w)
+    if addr + n > frame.shape[1]:
+        raise Hazard(f"a local access of {n} bytes at {addr:#x} is outside the thread's {frame.shape[1]}-byte local "
+                     "frame (the .local variables its kernel and functions declare)")
+    return frame[lane, addr:addr + n]
+
+
+def generic_space(addr: int) -> tuple[str, int]:
+    """(state space, address in it) of a generic address (PTX ISA 6.4.1.1 "Generic Addressing": the shared and local
+    windows inside the generic space, everything else global; the windows' places are the emulator's choice,
+    emu.machine)."""
+    for space, base in (("shared", SHARED_GENERIC_BASE), ("local", LOCAL_GENERIC_BASE)):
+        if base <= addr < base + GENERIC_WINDOW:
+            return space, addr - base
+    return "global", addr
+
+
+def read_thread(ex, w, lane: int, space: str, addr: int, n: int, what: str = "") -> np.ndarray:
+    """n bytes one thread reads at `addr` of `space` (local, generic, or a shared space); `what`: the instruction,
+    whose global reads are checked against programmatic dependent launch (Machine.check_global_access)."""
+    if space == "generic":
+        space, addr = generic_space(addr)
+    if space == "local":
+        return _local_bytes(ex, w, lane, addr, n).copy()
+    if space == "global" and what:
+        ex.check_global_access(w, np.arange(WARP) == lane, what, reads=[addr])
+    return _read_bytes(ex, w, space, addr, n)
+
+
+def _write_thread(ex, w, lane: int, space: str, addr: int, data: np.ndarray) -> None:
+    if space == "generic":
+        space, addr = generic_space(addr)
+    if space == "local":
+        _local_bytes(ex, w, lane, addr, data.size)[:] = data
+        return
+    if space == "global":
+        ex.check_global_access(w, np.arange(WARP) == lane, "a generic store")
+    _write_bytes(ex, w, space, addr, data)
+
+
+def call_param(w, name: str, size: int) -> np.ndarray:
+    """[lane, byte]: a call parameter's per-thread storage (emu.ptx.ParamSym), undefined (poisoned) until written."""
+    rows = w.call_params.get(name)
+    if rows is None:
+        rows = w.call_params[name] = np.full((WARP, size), POISON_BYTE, np.uint8)
+    return rows
+
+
 @family("ld", "st")
 class LoadStore:
-    """ld/st.{param,global,shared{::cta,::cluster}}{.vN}.type (PTX ISA 9.7.9.8, 9.7.9.10), with the cache operators
+    """ld/st.{param,global,shared{::cta,::cluster},local,const}{.vN}.type and the generic forms (no space: the
+    address's window decides, PTX ISA 6.4.1.1) (PTX ISA 9.7.9.8, 9.7.9.10), with the cache operators
     of PTX ISA 9.7.9.1 "Cache Operators" (ld: .ca .cg .cs .lu .cv; st: .wb .cg .cs .wt, e.g. st.global.wt of
-    __stwt): they choose how caches hold the line, never the value a single thread's access moves."""
+    __stwt): they choose how caches hold the line, never the value a single thread's access moves. ld/st.param of a
+    call's parameter (emu.ptx.ParamSym: `[param0]`, `[f_param_0]`, `[func_retval0]`) moves the thread's own copy."""
 
     CACHE_OPERATORS = {"ld": ("ca", "cg", "cs", "lu", "cv"), "st": ("wb", "cg", "cs", "wt")}
 
@@ -102,7 +162,8 @@ class LoadStore:
     def decode(ins):
         parts = ins.parts[1:]
         space = _space(parts)
-        if space not in ("param", "global", "shared", "shared::cta", "shared::cluster"):
+        if space not in ("param", "global", "shared", "shared::cta", "shared::cluster", "local", "generic") \
+                and not (space == "const" and ins.base == "ld"):
             raise unsupported(ins, f"state space {space}")
         vec = 1
         for p in parts:
@@ -112,14 +173,20 @@ class LoadStore:
                            "L2::cache_hint") + LoadStore.CACHE_OPERATORS[ins.base] \
                     and not p.startswith(("L1::", "L2::")):
                 raise unsupported(ins, f"modifier .{p}")
+        addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
+        if space == "param" and isinstance(addr_op, Addr) and isinstance(addr_op.base, ParamSym):
+            return "call_param", vec, parts[-1]
         if ins.base == "ld" and space == "param" and ins.parts[-1] not in ("b8", "b16", "b32", "b64", "u8", "u32",
                                                                             "u64", "s32", "u16"):
             raise unsupported(ins)
-        return space, vec, parts[-1]
+        # constant memory is global memory, read-only, here (the module's .const variables)
+        return "global" if space == "const" else space, vec, parts[-1]
 
     @staticmethod
     def execute(ex, w, ins, mask):
         space, vec, ty = ins.info
+        if space in ("call_param", "local", "generic"):
+            return _per_thread(ex, w, ins, mask, space, vec, ty)
         width = 32 if space.startswith("shared") else 64
         esize = type_bits(ty) // 8
         addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
@@ -148,6 +215,48 @@ class LoadStore:
         vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
         rows = np.stack(vals, axis=1)[lanes].astype(f"<u{esize}").view(np.uint8)  # [lanes, vec * esize]
         _write_lanes(ex, w, space, lane_addrs, rows)
+
+
+def _per_thread(ex, w, ins, mask, space: str, vec: int, ty: str) -> None:
+    """ld/st of memory each thread has its own of (a call parameter, local memory), or through generic addresses
+    (each lane's window resolved on its own): lane by lane, in lane order."""
+    esize = type_bits(ty) // 8
+    n = esize * vec
+    addr_op = ins.operands[1] if ins.base == "ld" else ins.operands[0]
+    if space == "call_param":
+        size = ex.kernel.param_vars[addr_op.base.name]
+        if addr_op.offset < 0 or addr_op.offset + n > size:
+            raise Hazard(f"{ins.opcode}: {n} bytes at offset {addr_op.offset} of the {size}-byte parameter "
+                         f"{addr_op.base.name.split('@')[0]}")
+        rows = call_param(w, addr_op.base.name, size)[:, addr_op.offset:addr_op.offset + n]
+        addrs = None
+    else:
+        addrs = lane_addresses(ex, w, addr_op, 64)
+        misaligned = mask & (addrs % np.uint64(n) != 0)
+        if misaligned.any():
+            lane = int(np.flatnonzero(misaligned)[0])
+            raise Hazard(f"{ins.opcode}: lane {lane} accesses {n} bytes at {int(addrs[lane]):#x}, not a multiple of "
+                         f"{n} (PTX ISA 6.4.1: the address must be naturally aligned to the access size)")
+    lanes = np.flatnonzero(mask)
+    if ins.base == "ld":
+        dst = ins.operands[0]
+        regs = dst.items if isinstance(dst, Vec) else (dst,)
+        data = np.zeros((WARP, n), np.uint8)
+        for lane in lanes:
+            data[lane] = rows[lane] if addrs is None else read_thread(ex, w, int(lane), space, int(addrs[lane]), n,
+                                                                      ins.opcode)
+        values = data.view(f"<u{esize}")
+        for i, r in enumerate(regs):
+            w.write(r, from_bits(values[:, i].astype(np.uint64), ty), ty, mask)
+        return
+    src = ins.operands[1]
+    items = src.items if isinstance(src, Vec) else (src,)
+    data = np.stack([to_bits(w.read(it, ty, ex), ty) for it in items], axis=1).astype(f"<u{esize}").view(np.uint8)
+    for lane in lanes:
+        if addrs is None:
+            rows[lane] = data[lane]
+        else:
+            _write_thread(ex, w, int(lane), space, int(addrs[lane]), data[lane])
 
 
 def _flush_subnormal(x: np.float32) -> np.float32:

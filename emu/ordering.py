@@ -182,12 +182,16 @@ def issued(ex, w, ins, kind: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- mma -> cp
-def mma_footprint(ctas: list, d_taddr: int, sfa_taddr: int, sfb_taddr: int, idesc: int, a_taddr=None) -> list:
-    """(cta, first column, columns, written) of tensor memory a block-scaled tcgen05.mma reads or writes: the
-    accumulator (N columns of fp32, written), its SFA (4 columns per 128 rows of A in each CTA) and SFB (N/32 columns,
-    at least one), both read (emu.tcgen05 module docstring Q2, Q4), and A's 8 columns when it is in tensor memory."""
+def mma_footprint(ctas: list, d_taddr: int, sfa_taddr, sfb_taddr, idesc: int, a_taddr=None) -> list:
+    """(cta, first column, columns, written) of tensor memory a tcgen05.mma reads or writes: the accumulator (N
+    columns of 32-bit values, written), for a block-scaled kind its SFA (4 columns per 128 rows of A in each CTA) and
+    SFB (N/32 columns, at least one), both read (emu.tcgen05 module docstring Q2, Q4; None: no scales), and A's 8
+    columns when it is in tensor memory."""
     n = ((idesc >> 17) & 0x3F) << 3
-    cols = ((d_taddr & 0xFFFF, n, True), (sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
+    m = ((idesc >> 24) & 0x1F) << 4
+    cols = ((d_taddr & 0xFFFF, n // 2 if (len(ctas) == 2 and m == 128) else n, True),)  # (emu.tcgen05.d_columns)
+    if sfa_taddr is not None:
+        cols += ((sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
     if a_taddr is not None:
         cols += ((a_taddr & 0xFFFF, 8, False),)
     return [(cta, c, k, written) for cta in ctas for c, k, written in cols]

@@ -95,6 +95,9 @@ class Warp:
         self.pending_tmem_st: list = []  # tcgen05.st not yet waited for (ops_async._tc_st): written at wait::st
         self.barriers_joined: set = set()  # named barriers this warp has arrived at (ops_control, ops_async)
         self.setmaxnreg_log: list = []  # the setmaxnreg this warp executed, in order (ops_control)
+        self.local = None  # [lane, byte] the threads' .local frames, made at their first local access (ops_memory)
+        self.call_params: dict = {}  # ParamSym name -> [lane, byte]: call arguments, formals, return values
+        self.frames: list = []  # the calls the lanes are in, innermost last (ops_control.Call)
         self.last_line = 0
 
     # -------------------------------------------------------------- identity

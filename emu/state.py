@@ -230,7 +230,7 @@ class Cta:
     relinquished: bool = False
     mbarriers: dict = field(default_factory=dict)  # shared offset -> emu.mbarrier.Mbarrier
     # The tensor core's A collector of this CTA (tcgen05.mma .collector::a::*): the A operand codes a
-    # .collector::a::fill MMA kept, or None when empty (emu.tcgen05.mma_block_scaled, module docstring Q6).
+    # .collector::a::fill MMA kept, or None when empty (emu.tcgen05.mma, module docstring Q6).
     a_collector: object = None
     # Per-CTA bookkeeping of the instruction families (each named where it is used):
     store_sources: list = field(default_factory=list)  # TMA-store source spans still to be read (ops_async)

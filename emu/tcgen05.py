@@ -1,15 +1,25 @@
-"""tcgen05 (5th-generation Tensor Core) semantics for the NVFP4 block-scaled MMA path: pure functions.
+"""tcgen05 (5th-generation Tensor Core) semantics: tensor memory, descriptors, the MMAs, copies: pure functions.
 
-Implemented (what the NVFP4 dual-GEMM kernel uses; everything else raises Unsupported):
-  - shared-memory matrix descriptor and block-scaled instruction descriptor decoding,
-  - operand fetch through a K-major descriptor (SWIZZLE_128B / 64B / 32B / none),
-  - tcgen05.mma.cta_group::{1,2}.kind::mxf4nvf4.block_scale.block16 (== scale_vec::4X), M=128 (cta_group::1)
-    and M=256 (cta_group::2),
+Implemented (everything else raises Unsupported, naming why):
+  - shared-memory matrix descriptor and instruction descriptor decoding for every kind (PTX ISA Tables 42 / 43:
+    reserved bits and undefined type codes are Hazards),
+  - operand fetch through a K-major or MN-major descriptor (SWIZZLE_128B / 64B / 32B / none; MN-major from CUTLASS
+    make_umma_desc<MN>), elements of 4 (packed FP4), 8, 16 and 32 bits,
+  - tcgen05.mma.cta_group::{1,2} of kind::f16 (f16 / bf16, F32 D), kind::tf32, kind::f8f6f4 (e4m3 / e5m2), kind::i8
+    (s8 / u8, s32 D, saturate), with negate, transpose (MN-major) and scale-input-d; M = 64 / 128 (cta_group::1) and
+    128 / 256 (cta_group::2),
+  - tcgen05.mma ... .block_scale of kind::mxf8f6f4 (e4m3 / e5m2, scale_vec::1X), kind::mxf4 (scale_vec::2X) and
+    kind::mxf4nvf4 (scale_vec::2X block32 UE8M0, scale_vec::4X block16 UE4M3 / UE8M0), SF_ID selecting the scale
+    bytes, M = 128 (cta_group::1) and M = 256 (cta_group::2),
   - tcgen05.cp.cta_group::{1,2} of every shape and multicast (.128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 /
     ::01_23, .32x128b.warpx4; not the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms),
   - tcgen05.ld / tcgen05.st of every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .xN, .pack::16b /
     .unpack::16b,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
+Not implemented, each for the reason its message gives: an F16 D and the 6- / 4-bit operands of kind::f8f6f4 /
+mxf8f6f4 (their packing is drawn only as figures), scale factors / a collector / A in tensor memory with the halved
+shapes, .ws, .sp, a set disable-output-lane bit (all zeros, as CUTLASS passes it, runs), K = 96, tcgen05.cp's
+decompression, tcgen05.shift.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
@@ -104,7 +114,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import precedents
-from .numerics import E2M1_TABLE, E4M3FN_TABLE, UE8M0_TABLE, fp32_to_bits, round_to_fp32, unpack_fp4
+from .numerics import E4M3FN_TABLE, UE8M0_TABLE, element_values, fp32_to_bits, round_to_fp32, unpack_fp4
 from .device import TMEM_COLUMNS
 from .state import POISON_WORD, Cta, Hazard, TensorMemoryAllocation, Unsupported
 
@@ -191,64 +201,141 @@ def decode_smem_descriptor(desc: int) -> SmemDescriptor:
 
 
 # --------------------------------------------------------------------------------------------------
-# Instruction descriptor, block-scaled kinds (PTX ISA 9.7.16.4.2; CUTLASS UMMA::InstrDescriptorBlockScaled)
+# MMA kinds and the instruction descriptor (PTX ISA 9.7.16.2.1 Table 39, 9.7.16.4.2 Tables 42 / 43; CUTLASS
+# UMMA::InstrDescriptor / InstrDescriptorBlockScaled, include/cute/arch/mma_sm100_desc.hpp)
 # --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
+class MmaKind:
+    """What a tcgen05.mma .kind reads and writes. k: the dense K of one MMA (Table 39); formats: atype / btype code ->
+    element format (Table 42 / 43); d_formats: dtype code -> D format (Table 42; block-scaled kinds write F32);
+    scale_vecs: for .block_scale kinds, the scale_vec sizes allowed (scales per row of one MMA: block = k / scale_vec)
+    with the scale formats each allows; mn_major: element formats whose operands may be MN-major (the transpose bits;
+    CUTLASS InstrDescriptor a_major_: "only valid for E4M3, E5M2, INT8 (signed and unsigned), F16, BF16 and TF32";
+    PTX ISA 9.7.16.10.1: not for .kind::mxf4 / mxf4nvf4); negate: the negate bits allowed (Table 42: not for i8)."""
+
+    k: int
+    formats: dict
+    d_formats: dict
+    scale_vecs: dict = None
+    mn_major: tuple = ("e4m3", "e5m2", "u8", "s8", "f16", "bf16", "tf32")
+    negate: bool = True
+
+
+F8F6F4_FORMATS = {0: "e4m3", 1: "e5m2", 3: "e2m3", 4: "e3m2", 5: "e2m1"}
+MMA_KINDS = {
+    "f16": MmaKind(16, {0: "f16", 1: "bf16"}, {0: "f16", 1: "f32"}),
+    "tf32": MmaKind(8, {2: "tf32"}, {1: "f32"}),
+    "f8f6f4": MmaKind(32, F8F6F4_FORMATS, {1: "f32"}),
+    "i8": MmaKind(32, {0: "u8", 1: "s8"}, {2: "s32"}, negate=False),
+    # block32 (MX) scales are UE8M0 (OCP MX spec 5.4.1); mxf4nvf4's block16 (scale_vec::4X) takes UE4M3 or UE8M0
+    "mxf8f6f4": MmaKind(32, F8F6F4_FORMATS, {1: "f32"}, {1: ("ue8m0",)}),
+    "mxf4": MmaKind(64, {1: "e2m1"}, {1: "f32"}, {2: ("ue8m0",)}, mn_major=()),  # CUTLASS UMMA::MXF4Format E2M1 = 1
+    "mxf4nvf4": MmaKind(64, {1: "e2m1"}, {1: "f32"}, {2: ("ue8m0",), 4: ("ue4m3", "ue8m0")}, mn_major=()),
+}
+# Element bits in shared memory: 8-bit floats and integers one a byte, f16 / bf16 two bytes, tf32 a 32-bit container,
+# e2m1 of mxf4 / mxf4nvf4 two a byte (low nibble first, emu.numerics). The 6- and 4-bit formats of kind::f8f6f4 /
+# mxf8f6f4 (e2m3, e3m2, e2m1) sit in shared memory in padded groups (16 elements to 16 bytes: the .b6x16_p32 /
+# .b4x16_p64 formats tcgen05.cp names), drawn only as figures: not implemented.
+ELEMENT_BITS = {"e4m3": 8, "e5m2": 8, "u8": 8, "s8": 8, "f16": 16, "bf16": 16, "tf32": 32}
+
+
+@dataclass(frozen=True)
 class InstrDescriptor:
+    kind: str
     m: int
     n: int
-    a_format: str       # "e2m1"
+    k: int
+    a_format: str
     b_format: str
-    scale_format: str   # "ue4m3" / "ue8m0"
+    d_format: str       # "f32", "f16", "s32"
+    scale_format: str   # block-scaled kinds: "ue4m3" / "ue8m0"; "" otherwise
     a_sf_id: int
     b_sf_id: int
     negate_a: bool
     negate_b: bool
-    transpose_a: bool
-    transpose_b: bool
+    transpose_a: bool   # A MN-major
+    transpose_b: bool   # B MN-major
+    saturate: bool      # kind::i8: clamp the s32 result
     sparse: bool
-    k: int              # 64 for dense mxf4nvf4
     raw: int
 
 
 def decode_instr_descriptor(idesc: int, kind: str) -> InstrDescriptor:
-    """Decode a 32-bit instruction descriptor for kind::mxf4nvf4 (block-scaled). Bit layout (CUTLASS
-    InstrDescriptorBlockScaled, matching the ISA's Instruction descriptor table for .kind::mxf4nvf4):
-    [0,2) sparse id2, 2 sparse flag, 3 reserved, [4,6) b_sf_id, 6 reserved, [7,10) atype (E2M1 = 1),
-    [10,13) btype, 13 negate A, 14 negate B, 15 transpose A, 16 transpose B, [17,23) N >> 3,
-    23 scale type (0 UE4M3, 1 UE8M0), [24,29) M >> 4 (the ISA writes M >> 7 in [27,29) with [24,27) reserved:
-    identical for M = 128 / 256), [29,31) a_sf_id, 31 K size (0: K = 64 dense)."""
-    if kind != "mxf4nvf4":
-        raise Unsupported(f"instruction descriptor for kind::{kind}: only kind::mxf4nvf4 is implemented")
+    """Decode a 32-bit instruction descriptor for `kind`. Table 42 (tf32, f16, f8f6f4, i8): [0,2) sparsity selector,
+    2 sparsity, 3 saturate (i8 only), [4,6) dtype, 6 reserved, [7,10) atype, [10,13) btype, 13 / 14 negate A / B (not
+    i8), 15 / 16 transpose A / B, [17,23) N >> 3, 23 reserved, [24,29) M >> 4, 29 reserved, [30,32) the .ws maximum
+    shift. Table 43 (mxf8f6f4, mxf4, mxf4nvf4; CUTLASS InstrDescriptorBlockScaled): 3 reserved, [4,6) b_sf_id, 6
+    reserved, the same types, negates, transposes and N, 23 scale type (0 UE4M3, 1 UE8M0), [24,29) M >> 4 (the ISA
+    writes M >> 7 in [27,29) with [24,27) reserved: identical for M = 128 / 256), [29,31) a_sf_id, 31 K size (mxf4 /
+    mxf4nvf4: 1 = K 96). A reserved bit set or a type code the kind does not define is a Hazard."""
+    if kind not in MMA_KINDS:
+        raise Unsupported(f"instruction descriptor for kind::{kind}: no such kind in PTX ISA Table 39")
+    spec = MMA_KINDS[kind]
+    scaled = spec.scale_vecs is not None
     idesc = int(idesc) & 0xFFFFFFFF
     bit = lambda i: (idesc >> i) & 1  # noqa: E731
     field = lambda lo, n: (idesc >> lo) & ((1 << n) - 1)  # noqa: E731
     if field(0, 2) or bit(2):
         raise Unsupported(f"idesc {idesc:#x}: sparse A (bits [0,3)) is not implemented")
-    if bit(3) or bit(6):
-        raise Hazard(f"idesc {idesc:#x}: reserved bits 3 / 6 are set")
-    fmt = {1: "e2m1"}  # CUTLASS UMMA::MXF4Format: E2M1 = 1
+    reserved = (3, 6) if scaled else (6, 23, 29)
+    if any(bit(i) for i in reserved):
+        raise Hazard(f"idesc {idesc:#x}: reserved bits {' / '.join(map(str, reserved))} are set (PTX ISA 9.7.16.4.2 "
+                     f"Table {43 if scaled else 42})")
     a_code, b_code = field(7, 3), field(10, 3)
-    if a_code not in fmt or b_code not in fmt:
-        raise Hazard(f"idesc {idesc:#x}: kind::mxf4nvf4 needs atype = btype = E2M1 (1), got {a_code}, {b_code}")
+    if a_code not in spec.formats or b_code not in spec.formats:
+        names = ", ".join(f"{name.upper()} ({code})" for code, name in spec.formats.items())
+        raise Hazard(f"idesc {idesc:#x}: kind::{kind} needs atype and btype among {names}, got {a_code}, {b_code}")
+    a_format, b_format = spec.formats[a_code], spec.formats[b_code]
+    if kind == "f16" and a_format != b_format:  # Table 39: .f16 x .f16 or .bf16 x .bf16
+        raise Hazard(f"idesc {idesc:#x}: kind::f16 needs atype = btype, got {a_format}, {b_format}")
+    if scaled:
+        d_format, saturate = "f32", False
+    else:
+        if field(4, 2) not in spec.d_formats:
+            raise Hazard(f"idesc {idesc:#x}: dtype {field(4, 2)} is not defined for kind::{kind} (Table 42)")
+        d_format, saturate = spec.d_formats[field(4, 2)], bool(bit(3))
+        if d_format == "f16" and a_format != "f16":  # Table 39: an f16 D only from f16 inputs
+            raise Hazard(f"idesc {idesc:#x}: kind::f16 with an F16 D needs F16 inputs, got {a_format}")
+        if saturate and kind != "i8":
+            raise Hazard(f"idesc {idesc:#x}: saturate (bit 3) is for kind::i8 only (Table 42)")
+        if field(30, 2):
+            raise Unsupported(f"idesc {idesc:#x}: the maximum shift (bits [30,32)) is for tcgen05.mma.ws, which is "
+                              "not implemented")
+    negate_a, negate_b = bool(bit(13)), bool(bit(14))
+    if (negate_a or negate_b) and not spec.negate:
+        raise Hazard(f"idesc {idesc:#x}: negate A / B must be 0 for kind::{kind} (Table 42)")
     transpose_a, transpose_b = bool(bit(15)), bool(bit(16))
-    if transpose_a or transpose_b:
-        # PTX ISA 9.7.16.10.1 Table 49: transpose is not supported for .kind::mxf4nvf4.
-        raise Hazard(f"idesc {idesc:#x}: transpose A/B is not supported for kind::mxf4nvf4 (PTX ISA 9.7.16.10.1)")
-    if bit(31):
+    for flag, fmt in ((transpose_a, a_format), (transpose_b, b_format)):
+        if flag and fmt not in spec.mn_major:
+            # PTX ISA 9.7.16.10.1 Table 49: transpose is not supported for .kind::mxf4nvf4 (nor .kind::mxf4); CUTLASS
+            # InstrDescriptor: MN-major only for 8-bit, 16-bit and tf32 formats
+            raise Hazard(f"idesc {idesc:#x}: transpose A/B is not supported for kind::{kind} with {fmt} operands "
+                         "(PTX ISA 9.7.16.10.1)")
+    k = spec.k
+    if scaled and bit(31):
+        if kind == "mxf8f6f4":
+            raise Hazard(f"idesc {idesc:#x}: the K size bit 31 must be 0 for kind::mxf8f6f4 (Table 43)")
         raise Unsupported(f"idesc {idesc:#x}: K = 96 (bit 31) is not implemented")
-    n = field(17, 6) << 3
-    m = field(24, 5) << 4
     return InstrDescriptor(
-        m=m, n=n, a_format=fmt[a_code], b_format=fmt[b_code],
-        scale_format="ue8m0" if bit(23) else "ue4m3",
-        a_sf_id=field(29, 2), b_sf_id=field(4, 2),
-        negate_a=bool(bit(13)), negate_b=bool(bit(14)),
-        transpose_a=transpose_a, transpose_b=transpose_b,
-        sparse=False, k=64, raw=idesc,
+        kind=kind, m=field(24, 5) << 4, n=field(17, 6) << 3, k=k, a_format=a_format, b_format=b_format,
+        d_format=d_format, scale_format=("ue8m0" if bit(23) else "ue4m3") if scaled else "",
+        a_sf_id=field(29, 2) if scaled else 0, b_sf_id=field(4, 2) if scaled else 0,
+        negate_a=negate_a, negate_b=negate_b, transpose_a=transpose_a, transpose_b=transpose_b,
+        saturate=saturate, sparse=False, raw=idesc,
     )
+
+
+def element_bits(fmt: str, kind: str) -> int:
+    """Bits an element of `fmt` takes in shared memory for `kind` (ELEMENT_BITS); Unsupported for the padded 6- and
+    4-bit formats of kind::f8f6f4 / mxf8f6f4."""
+    if fmt == "e2m1" and kind in ("mxf4", "mxf4nvf4"):
+        return 4
+    if fmt not in ELEMENT_BITS:
+        raise Unsupported(f"kind::{kind} with {fmt} operands: their padded shared-memory packing (16 elements to 16 "
+                          "bytes, the PTX ISA's packing figures) is not implemented")
+    return ELEMENT_BITS[fmt]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -267,19 +354,24 @@ def swizzle_address(addr: np.ndarray, layout: str) -> np.ndarray:
     return addr ^ ((addr & mask) >> 3)
 
 
+def _check_descriptor_mode(desc: SmemDescriptor) -> None:
+    if desc.layout == "128B_base32B":
+        raise Unsupported("128B swizzling with 32B atomicity (layout 1) is not implemented (an MN-major layout of "
+                          "tf32 operands only, drawn as a figure)")
+    if desc.lbo_mode:
+        raise Unsupported("leading-dimension absolute address mode (bit 52) is sm_103a only (PTX ISA 9.7.16.4.1.1)")
+    if desc.base_offset:
+        # a pattern anchored off the 1024-byte grid (data not written by TMA): no kernel here does it
+        raise Unsupported(f"matrix base offset {desc.base_offset} != 0 is not implemented")
+
+
 def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.ndarray:
     """[rows, kbytes] physical shared addresses of a K-major operand (PTX ISA 9.7.16.3.3 canonical layouts,
     K-major; T = 16 bytes):
       none:     ((8,m),(T,2k)):((1T,SBO),(1,LBO))  -> row r, byte j: (r//8)*SBO + (r%8)*16 + (j//16)*LBO + j%16
       swizzled: ((8,m),(T,2k)):((wT,SBO),(1,T))    -> row r, byte j: (r//8)*SBO + (r%8)*W + j, W = swizzle bytes
     then the swizzle of swizzle_address (a function of the absolute address)."""
-    if desc.layout == "128B_base32B":
-        raise Unsupported("128B swizzling with 32B atomicity (layout 1) is not implemented (K-major never uses it)")
-    if desc.lbo_mode:
-        raise Unsupported("leading-dimension absolute address mode (bit 52) is sm_103a only (PTX ISA 9.7.16.4.1.1)")
-    if desc.base_offset:
-        # a pattern anchored off the 1024-byte grid (data not written by TMA): no kernel here does it
-        raise Unsupported(f"matrix base offset {desc.base_offset} != 0 is not implemented")
+    _check_descriptor_mode(desc)
     if rows % 8:
         raise Hazard(f"operand of {rows} rows: canonical layouts are built of 8-row core matrices")
     r = np.arange(rows, dtype=np.int64)[:, None]
@@ -307,18 +399,50 @@ def operand_byte_addresses(desc: SmemDescriptor, rows: int, kbytes: int) -> np.n
     return swizzle_address(logical, desc.layout)
 
 
-def read_operand(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, elem_bits: int) -> np.ndarray:
-    """The [rows, k_elems] operand an MMA reads through desc (K-major): uint8 codes, one element per entry.
-    read_smem(shared_addr, nbytes) -> uint8 array. FP4 packing: element 2i in the low nibble of byte i
-    (see emu.numerics)."""
-    if elem_bits != 4:
-        raise Unsupported(f"operand element size {elem_bits} bits: only 4-bit (e2m1) operands are implemented")
-    kbytes = k_elems * elem_bits // 8
-    addrs = operand_byte_addresses(desc, rows, kbytes)
+def mn_major_element_addresses(desc: SmemDescriptor, rows: int, k_elems: int, esize: int) -> np.ndarray:
+    """[rows, k_elems] physical shared addresses of each element of an MN-major operand (the transpose bit of the
+    instruction descriptor), esize bytes an element, T = 16 / esize elements in 16 bytes. CUTLASS make_umma_desc<MN>
+    (mma_sm100_desc.hpp), in elements:
+      none:          ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))  -> row r, K k: (r%T)*e + (r//T)*SBO + (k%8)*16 + (k//8)*LBO
+      swizzled (W):  ((T,W,m),(8,k)):((1,T,LBO),(WT,SBO))  -> (r%T)*e + ((r//T)%W)*16 + (r//(TW))*LBO
+                                                               + (k%8)*16W + (k//8)*SBO,  W = 2 / 4 / 8 for 32B / 64B / 128B
+    (the PTX ISA's MN-major canonical layouts, 9.7.16.3.3, in the same terms), then the swizzle on the absolute
+    address."""
+    _check_descriptor_mode(desc)
+    t = 16 // esize
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    k = np.arange(k_elems, dtype=np.int64)[None, :]
+    start = desc.start_address
+    if desc.layout == "none":
+        logical = (start + (r % t) * esize + (r // t) * desc.stride_byte_offset + (k % 8) * 16
+                   + (k // 8) * desc.leading_byte_offset)
+        return np.broadcast_to(logical, (rows, k_elems)).copy()
+    w = _SWIZZLE_BYTES[desc.layout] // 16
+    logical = (start + (r % t) * esize + ((r // t) % w) * 16 + (r // (t * w)) * desc.leading_byte_offset
+               + (k % 8) * 16 * w + (k // 8) * desc.stride_byte_offset)
+    return swizzle_address(logical, desc.layout)
+
+
+def read_operand(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, elem_bits: int,
+                 mn_major: bool = False) -> np.ndarray:
+    """The [rows, k_elems] operand an MMA reads through desc: each element's bits (uint8 codes for 4- and 8-bit
+    elements, uint16 / uint32 for 16- / 32-bit ones; little-endian). read_smem(shared_addr, nbytes) -> uint8 array.
+    FP4 packing: element 2i in the low nibble of byte i (see emu.numerics); FP4 operands are K-major only."""
+    if elem_bits == 4:
+        if mn_major:
+            raise Unsupported("an MN-major FP4 operand")
+        addrs = operand_byte_addresses(desc, rows, k_elems // 2)
+        lo, hi = int(addrs.min()), int(addrs.max())
+        return unpack_fp4(np.asarray(read_smem(lo, hi - lo + 1), dtype=np.uint8)[addrs - lo])
+    esize = elem_bits // 8
+    if mn_major:
+        starts = mn_major_element_addresses(desc, rows, k_elems, esize)
+        addrs = (starts[..., None] + np.arange(esize)).reshape(rows, k_elems * esize)
+    else:
+        addrs = operand_byte_addresses(desc, rows, k_elems * esize)
     lo, hi = int(addrs.min()), int(addrs.max())
-    window = np.asarray(read_smem(lo, hi - lo + 1), dtype=np.uint8)
-    packed = window[addrs - lo]
-    return unpack_fp4(packed)
+    data = np.ascontiguousarray(np.asarray(read_smem(lo, hi - lo + 1), dtype=np.uint8)[addrs - lo])
+    return data.view(f"<u{esize}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -329,19 +453,24 @@ def read_operand(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, elem_
 def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: int, what: str, own_rows: bool,
                         note=None) -> np.ndarray:
     """[4, rows, nscales] scale bytes as each 32-lane datapath q of the MMA (D lanes 32q..32q+31) reads them: MN row
-    n = 32g + r, K block s at lane 32q + r of column col + g, byte s (scale_vec::4X, module docstring Q4), from the
-    datapath's own lane quadrant; own_rows (SFA): datapath q needs only its own rows, g = q. The ISA asks all four
-    quadrants to hold the same words (9.7.16.10.7: "duplicated to all 32 lane partitions"); a B200 computed right
-    with SFA row 32g + r in quadrant g only (precedents.JIAB_SFA_PER_QUADRANT). So words no datapath reads may be
-    unwritten, and quadrants that differ are a Note through `note(rule, detail)` (a Hazard without `note`), each
-    datapath computing with its own quadrant's words."""
+    n = 32g + r, K block s at lane 32q + r of column col + g, byte sf_id + s (module docstring Q4: scale_vec::4X takes
+    the word's four bytes; scale_vec::2X / 1X take 2 / 1 of them from byte SF_ID, which CUTLASS
+    make_runtime_instr_desc_block_scaled fills from the scale address's byte bits 30-31: "The first 2-bits of TMEM
+    address includes byte address"), from the datapath's own lane quadrant; own_rows (SFA): datapath q needs only its
+    own rows, g = q. The ISA asks all four quadrants to hold the same words (9.7.16.10.7: "duplicated to all 32 lane
+    partitions"); a B200 computed right with SFA row 32g + r in quadrant g only (precedents.JIAB_SFA_PER_QUADRANT).
+    So words no datapath reads may be unwritten, and quadrants that differ are a Note through `note(rule, detail)` (a
+    Hazard without `note`), each datapath computing with its own quadrant's words."""
     lane, col = split_taddr(taddr)
     if lane != 0:
         raise Hazard(f"{what} address {taddr:#x}: lane field {lane:#x} must be 0 (scale factors span all 128 lanes; "
-                     "bits 30-31 would be a byte (SF_ID) offset, which must be 0 for scale_vec::4X)")
-    if nscales != 4 or sf_id != 0:
+                     "bits 30-31 would be a byte (SF_ID) offset, which the instruction descriptor carries instead)")
+    if nscales == 4 and sf_id != 0:
         # PTX ISA 9.7.16.10.7.2.3 / 9.7.16.10.7.3.3: for scale_vec::4X "The SF_ID value must be 0".
         raise Hazard(f"{what}: scale_vec::4X requires SF_ID = 0, got {sf_id}")
+    if sf_id % nscales:
+        raise Hazard(f"{what}: scale_vec::{nscales}X reads {nscales} bytes of a 4-byte word from byte SF_ID, which "
+                     f"must be a multiple of {nscales}, got {sf_id}")
     if rows % 32:
         raise Unsupported(f"{what}: {rows} rows is not a multiple of 32")
     ncols = rows // 32
@@ -359,11 +488,12 @@ def _read_scale_factors(cta: Cta, taddr: int, rows: int, nscales: int, sf_id: in
             raise Hazard(detail)
         note("tcgen05-scale-factors-not-duplicated", detail + "; each 32-lane datapath reads its own quadrant")
     words = quads.transpose(0, 2, 1).reshape(4, rows)  # datapath q: row n = 32g + r -> word [q, r, g]
-    return ((words[..., None] >> (8 * np.arange(4, dtype=np.uint32))) & 0xFF).astype(np.uint8)
+    shifts = 8 * (sf_id + np.arange(nscales, dtype=np.uint32))
+    return ((words[..., None] >> shifts) & 0xFF).astype(np.uint8)
 
 
 # --------------------------------------------------------------------------------------------------
-# tcgen05.mma ... .block_scale
+# tcgen05.mma
 # --------------------------------------------------------------------------------------------------
 
 
@@ -378,28 +508,78 @@ def _check_group(group: list) -> None:
         raise Hazard(f"cta_group::2 needs [even CTA, its peer]; got ranks {even.rank}, {odd.rank}")
 
 
+def _check_shape(d: InstrDescriptor, ncta: int) -> None:
+    """Valid shapes (PTX ISA 9.7.16.2.1 Table 39, #tcgen05-matrix-shape): cta_group::1 M = 64 or 128, N a multiple of 8
+    in [8, 256]; cta_group::2 M = 128 or 256, N a multiple of 16 in [16, 256]."""
+    ms, step = ((64, 128), 8) if ncta == 1 else ((128, 256), 16)
+    if d.m not in ms:
+        raise Hazard(f"cta_group::{ncta} M = {d.m}: must be {ms[0]} or {ms[1]} (PTX ISA Table 39)")
+    if d.n % step or not step <= d.n <= 256:
+        raise Hazard(f"cta_group::{ncta} N = {d.n}: must be a multiple of {step} in [{step}, 256]")
+
+
+def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
+    """(lanes, columns), each [M / ncta, N], of the tensor-memory cells that hold one CTA's rows of D (its row i, D
+    column j), or (None, columns) for the full data paths, which a slice reads. PTX ISA 9.7.16.10.5 draws the layouts;
+    they are taken from CUTLASS tmem_frg (mma_traits_sm100_frag.hpp), in lanes and 32-bit columns:
+      M = 128 on one CTA, M = 256 on a pair (128 rows a CTA; Layouts D, A): row i -> lane i, column col + j;
+      M = 64 on one CTA ("half subpartitions" atom ((16,4),N):((1,32),128)): row i -> lane l0 + i % 16 + 32 (i // 16),
+        column col + j, l0 the address's lane field, 0 or 16 (the top or bottom half of each 32-lane subpartition:
+        CUTLASS's Interleaved allocation puts a second M = 64 tile there);
+      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))): row i -> lane i + 64 (j // (N/2)),
+        column col + j % (N/2)."""
+    lane0, col = split_taddr(d_taddr)
+    rows = m // ncta
+    if rows == 128 or (rows == 64 and ncta == 2):
+        if lane0 != 0:
+            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B and D.
+            raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {m} (PTX ISA 9.7.16.10.5)")
+        if rows == 128:
+            return None, (col, col + n)
+        i, j = np.arange(64)[:, None], np.arange(n)[None, :]
+        return i + 64 * (j // (n // 2)), col + j % (n // 2)
+    if lane0 not in (0, 16):
+        raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 or 16 for M = 64 on one CTA (the half of each "
+                     "32-lane subpartition its rows use)")
+    i, j = np.arange(64)[:, None], np.arange(n)[None, :]
+    return np.broadcast_to(lane0 + i % 16 + 32 * (i // 16), (64, n)), np.broadcast_to(col + j, (64, n))
+
+
+def d_columns(m: int, n: int, ncta: int) -> int:
+    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair."""
+    return n // 2 if (ncta == 2 and m == 128) else n
+
+
 A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 
-def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int,
-                     sfa_taddr: int, sfb_taddr: int, accumulate: bool, kind: str, block: int = 16,
-                     collector: str = "discard", note=None, a_in_tmem: bool = False) -> None:
-    """One tcgen05.mma.cta_group::len(group).kind::mxf4nvf4.block_scale.block16 instruction:
-    D = (A * scale_A) x (B * scale_B)^T (+ D if accumulate) (PTX ISA 9.7.16.10.7, 9.7.16.10.9.1).
+def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_taddr: int | None = None,
+        sfb_taddr: int | None = None, accumulate: bool = False, kind: str = "mxf4nvf4", scale_vec: int | None = None,
+        collector: str = "discard", note=None, a_in_tmem: bool = False, scale_input_d: int = 0) -> None:
+    """One tcgen05.mma.cta_group::len(group).kind::`kind` instruction (PTX ISA 9.7.16.10.9.1):
+    D = A x B^T (+ D if accumulate), and for the .block_scale kinds D = (A * scale_A) x (B * scale_B)^T (+ D)
+    (9.7.16.10.7), scale_vec scales per row of A and of B (1X, 2X, 4X: blocks of K / scale_vec; None: the kind's
+    only one, 4X for mxf4nvf4).
 
-    group: [cta] (cta_group::1, M = 128) or [cta_even, cta_odd] (cta_group::2, M = 256). Operands and
-    layouts: module docstring Q1-Q5. Each CTA v computes D rows [128v, 128v+128) from its own A (its smem),
-    the whole B (half from each CTA's smem), its own SFA and its own copy of all N SFB rows.
+    group: [cta] (cta_group::1, M = 64 or 128) or [cta_even, cta_odd] (cta_group::2, M = 128 or 256). Operands and
+    layouts: module docstring Q1-Q5 (an MN-major operand where the descriptor's transpose bit says so:
+    mn_major_element_addresses), D's cells: d_cells. Each CTA v computes D rows [Rv, Rv+R) (R = M / len(group))
+    from its own A (its smem), the whole B (half from each CTA's smem), its own SFA and its own copy of all N SFB
+    rows. The halved shapes (M = 64 on one CTA, M = 128 on a pair) are implemented for the kinds without scale
+    factors, A from shared memory: where their scale factors and a collected or tensor-memory A sit is drawn only as
+    figures.
 
-    Numerics: e2m1 x e4m3 values are decoded exactly to float64; each output element is the float64 dot
-    product of 64 exact products (plus D), rounded once to fp32 (round-to-nearest-even). The hardware's
-    internal accumulation order and precision are not specified by the ISA; ours is (nearly) the exactly
-    rounded result (float64 holds the 64-term sum exactly unless the terms span more than ~45 binary
-    orders of magnitude), so comparisons against hardware need a tolerance.
+    Numerics: every element is decoded exactly to float64 (emu.numerics.element_values); each output element is the
+    float64 dot product of the K exact products (plus D, times 2^-scale_input_d for kind::f16 / tf32: "D = A*B + D *
+    (2 ^ - scale-input-d)", PTX ISA tcgen05.mma), rounded once to fp32 (round-to-nearest-even). The hardware's
+    internal accumulation order and precision are not specified by the ISA; ours is (nearly) the exactly rounded
+    result, so comparisons against hardware need a tolerance. kind::i8: the exact integer sum (plus D) as s32; beyond
+    the s32 range the saturate bit clamps it (Table 42), and without it the ISA gives no result: a Hazard. A 16-bit
+    D (kind::f16, dtype F16) is Unsupported: how its values pack into tensor-memory columns is drawn only as a figure.
 
     collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
     a_in_tmem: the form with A in tensor memory ([a-tmem] for a-desc, PTX ISA 9.7.16.10.9.1): a_desc is then its
-    address and A is read by tmem_a_operand.
+    address and A is read by tmem_a_operand (FP4 only).
     note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
     None: a Hazard.
 
@@ -408,52 +588,60 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
     """
     if collector not in A_COLLECTOR_OPS:
         raise Unsupported(f"tcgen05.mma .collector::a::{collector}")
-    if kind != "mxf4nvf4":
-        raise Unsupported(f"tcgen05.mma kind::{kind}: only kind::mxf4nvf4 is implemented")
-    if block != 16:
-        raise Unsupported(f"kind::mxf4nvf4 block{block}: only block16 (scale_vec::4X) is implemented")
+    spec = MMA_KINDS.get(kind)
+    if spec is None:
+        raise Unsupported(f"tcgen05.mma kind::{kind}")
+    scaled = spec.scale_vecs is not None
+    if scaled:
+        scale_vec = scale_vec or max(spec.scale_vecs)
+        if scale_vec not in spec.scale_vecs:
+            raise Hazard(f"kind::{kind} takes scale_vec::{'/'.join(f'{v}X' for v in spec.scale_vecs)}, not "
+                         f"{scale_vec}X (PTX ISA 9.7.16.10.7)")
+        if sfa_taddr is None or sfb_taddr is None:
+            raise Hazard(f"kind::{kind} .block_scale needs the scale-factor addresses")
     _check_group(group)
     d = decode_instr_descriptor(idesc, kind)
     ncta = len(group)
-    # Valid shapes (PTX ISA tcgen05 "Matrix Shape" table, #tcgen05-matrix-shape; CUTLASS SM100_MMA_MXF4_SS /
-    # SM100_MMA_MXF4_2x1SM_SS static_asserts: N % 8 in [8, 256] for 1 CTA, N % 16 in [16, 256] for 2 CTAs):
-    if ncta == 1:
-        if d.m != 128:
-            raise Unsupported(f"cta_group::1 M = {d.m}: only M = 128 (Layout D) is implemented")
-        if d.n % 8 or not 8 <= d.n <= 256:
-            raise Hazard(f"cta_group::1 N = {d.n}: must be a multiple of 8 in [8, 256]")
-    else:
-        if d.m != 256:
-            raise Unsupported(f"cta_group::2 M = {d.m}: only M = 256 (Layout A) is implemented")
-        if d.n % 16 or not 16 <= d.n <= 256:
-            raise Hazard(f"cta_group::2 N = {d.n}: must be a multiple of 16 in [16, 256]")
+    _check_shape(d, ncta)
+    if d.d_format == "f16":
+        raise Unsupported("tcgen05.mma with an F16 D: how 16-bit D values pack into tensor-memory columns is drawn only "
+                          "as a figure (PTX ISA 9.7.16.10.5)")
+    if scaled and d.scale_format not in spec.scale_vecs[scale_vec]:
+        raise Hazard(f"kind::{kind} scale_vec::{scale_vec}X takes {' or '.join(spec.scale_vecs[scale_vec]).upper()} "
+                     f"scale factors, the descriptor says {d.scale_format.upper()} (PTX ISA 9.7.16.10.7)")
+    if scale_input_d and kind not in ("f16", "tf32"):
+        raise Hazard(f"scale-input-d is for kind::f16 and kind::tf32 only, not kind::{kind} (PTX ISA tcgen05.mma)")
+    if not 0 <= scale_input_d <= 15:
+        raise Hazard(f"scale-input-d {scale_input_d}: must be in [0, 15] (PTX ISA tcgen05.mma)")
     K = d.k
-    n_per_cta = d.n // ncta
-    if a_in_tmem and collector != "discard":
-        raise Unsupported(f"tcgen05.mma with A in tensor memory and .collector::a::{collector}")
+    a_bits, b_bits = element_bits(d.a_format, kind), element_bits(d.b_format, kind)
+    n_per_cta, rows = d.n // ncta, d.m // ncta
+    if a_in_tmem and (collector != "discard" or a_bits != 4):
+        raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{collector}")
+    if rows == 64 and (scaled or a_in_tmem or collector != "discard"):
+        raise Unsupported(f"cta_group::{ncta} M = {d.m} with scale factors, A in tensor memory or an A collector: "
+                          "their data-path layouts are drawn only as figures (PTX ISA 9.7.16.10.5)")
     a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
-    d_lane, d_col = split_taddr(d_taddr)
-    if d_lane != 0:
-        # Data Path Layout Organization table: lane alignment 0 for Layouts A and D.
-        raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {d.m} (PTX ISA 9.7.16.10.5)")
-    _, sfb_col = split_taddr(sfb_taddr)
-    if sfb_col % 2:
-        raise Hazard(f"SFB address {sfb_taddr:#x}: column {sfb_col} is not 2-column (8-byte) aligned")
+    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr)
+    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta)
+    if scaled and split_taddr(sfb_taddr)[1] % 2:
+        raise Hazard(f"SFB address {sfb_taddr:#x}: column {split_taddr(sfb_taddr)[1]} is not 2-column (8-byte) aligned")
 
     # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3).
-    b_codes = np.concatenate([
-        read_operand(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K, 4) for cta in group], axis=0)
-    sf_table = E4M3FN_TABLE if d.scale_format == "ue4m3" else UE8M0_TABLE
-    b_vals = E2M1_TABLE[b_codes]
+    b_codes = np.concatenate([read_operand(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K, b_bits,
+                                           d.transpose_b) for cta in group], axis=0)
+    b_vals = element_values(b_codes, d.b_format)
     if d.negate_b:
         b_vals = -b_vals
+    sf_table = E4M3FN_TABLE if d.scale_format == "ue4m3" else UE8M0_TABLE
+    block = K // scale_vec if scaled else K
 
     results = []
     collected = []
     for cta in group:
-        _check_allocated(cta, d_col, d.n, "tcgen05.mma D")
+        _check_allocated(cta, d_col, width, "tcgen05.mma D")
         if collector in ("use", "lastuse"):
             a_codes = cta.a_collector
             if a_codes is None:
@@ -465,33 +653,56 @@ def mma_block_scaled(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc:
         elif a_in_tmem:
             a_codes = tmem_a_operand(cta, a_desc, K)
         else:
-            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, 128, K, 4)
+            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, rows, K, a_bits, d.transpose_a)
         collected.append(a_codes if collector in ("fill", "use") else None)
-        a_vals = E2M1_TABLE[a_codes]
+        a_vals = element_values(a_codes, d.a_format)
         if d.negate_a:
             a_vals = -a_vals
-        sfa_q = sf_table[_read_scale_factors(cta, sfa_taddr, 128, K // block, d.a_sf_id, "tcgen05.mma SFA", True,
-                                             note)]
-        sfb_q = sf_table[_read_scale_factors(cta, sfb_taddr, d.n, K // block, d.b_sf_id, "tcgen05.mma SFB", False,
-                                             note)]
-        sfa = np.concatenate([sfa_q[q, 32 * q:32 * q + 32] for q in range(4)])  # each datapath its own rows
-        a_scaled = a_vals * np.repeat(sfa, block, axis=1)
         with np.errstate(invalid="ignore", over="ignore"):
-            if np.any(sfb_q != sfb_q[0:1]):  # each datapath's D rows with its own quadrant's SFB
-                acc = np.concatenate([_dot(a_scaled[32 * q:32 * q + 32], b_vals * np.repeat(sfb_q[q], block, axis=1))
-                                      for q in range(4)])  # [128, N] float64
-            else:  # duplicated (as the ISA asks): one B for all four
-                acc = _dot(a_scaled, b_vals * np.repeat(sfb_q[0], block, axis=1))
+            if scaled:
+                acc = _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scale_vec, block, note)
+            else:
+                acc = _dot(a_vals, b_vals)  # [rows, N] float64 (exact integers for kind::i8)
             if accumulate:
-                old = cta.tmem[:, d_col:d_col + d.n]
+                old = cta.tmem[:, cols[0]:cols[1]] if lanes is None else cta.tmem[lanes, cols]
                 if np.any(old == POISON_WORD):
-                    raise Hazard(f"tcgen05.mma accumulates into tensor memory columns [{d_col}, {d_col + d.n}) of CTA "
-                                 f"{cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
-                acc = acc + old.view(np.float32).astype(np.float64)
-        results.append(fp32_to_bits(round_to_fp32(acc)))
+                    raise Hazard(f"tcgen05.mma accumulates into tensor memory columns [{d_col}, {d_col + width}) of "
+                                 f"CTA {cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
+                if d.d_format == "s32":
+                    acc = acc + old.view(np.int32).astype(np.float64)
+                else:
+                    acc = acc + old.view(np.float32).astype(np.float64) * 2.0 ** -scale_input_d
+        results.append(_s32_bits(acc, d.saturate) if d.d_format == "s32" else fp32_to_bits(round_to_fp32(acc)))
     for cta, bits, keep in zip(group, results, collected):  # write after all reads (a 2-CTA MMA is one instruction)
-        cta.tmem[:, d_col:d_col + d.n] = bits
+        if lanes is None:
+            cta.tmem[:, cols[0]:cols[1]] = bits
+        else:
+            cta.tmem[lanes, cols] = bits
         cta.a_collector = keep
+
+
+def _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scale_vec, block, note) -> np.ndarray:
+    """(A * scale_A) x (B * scale_B)^T of one CTA's 128 rows, each 32-lane datapath with its own quadrant's scale
+    factors (_read_scale_factors)."""
+    sfa_q = sf_table[_read_scale_factors(cta, sfa_taddr, 128, scale_vec, d.a_sf_id, "tcgen05.mma SFA", True, note)]
+    sfb_q = sf_table[_read_scale_factors(cta, sfb_taddr, d.n, scale_vec, d.b_sf_id, "tcgen05.mma SFB", False, note)]
+    sfa = np.concatenate([sfa_q[q, 32 * q:32 * q + 32] for q in range(4)])  # each datapath its own rows
+    a_scaled = a_vals * np.repeat(sfa, block, axis=1)
+    if np.any(sfb_q != sfb_q[0:1]):  # each datapath's D rows with its own quadrant's SFB
+        return np.concatenate([_dot(a_scaled[32 * q:32 * q + 32], b_vals * np.repeat(sfb_q[q], block, axis=1))
+                               for q in range(4)])  # [128, N] float64
+    return _dot(a_scaled, b_vals * np.repeat(sfb_q[0], block, axis=1))  # duplicated (as the ISA asks): one B
+
+
+def _s32_bits(acc: np.ndarray, saturate: bool) -> np.ndarray:
+    """An exact integer result as s32 words: clamped under the saturate bit (PTX ISA Table 42), a Hazard beyond the
+    s32 range without it (the ISA gives no result for an overflow)."""
+    lo, hi = -2.0 ** 31, 2.0 ** 31 - 1
+    if saturate:
+        acc = np.clip(acc, lo, hi)
+    elif np.any((acc < lo) | (acc > hi)):
+        raise Hazard("tcgen05.mma kind::i8: a result beyond the s32 range without the saturate bit (PTX ISA Table 42)")
+    return acc.astype(np.int64).astype(np.int32).view(np.uint32)
 
 
 def tmem_a_operand(cta: Cta, taddr: int, k_elems: int) -> np.ndarray:

@@ -71,6 +71,9 @@ class LaunchRecord:
     forms: tuple | None = None  # the kernel's PTX instruction forms (emu.forms), sorted; None where its PTX does not parse
 
 
+PRINTED_KEPT = 200  # device printf calls whose text a result keeps (a debugging kernel may print millions)
+
+
 @dataclass
 class RunnerResult:
     """A file's verdict: status "match", "mismatch", "deadlock", "hazard", "unsupported" (the emulator does not
@@ -92,6 +95,8 @@ class RunnerResult:
     launches: list = field(default_factory=list)  # LaunchRecord of the first call, as dicts
     runs: list = field(default_factory=list)  # per schedule: {schedule, status, message, seconds, launches}
     notes: list = field(default_factory=list)  # emu.state.Note as dicts (rule, where, precedent, detail)
+    printed: list = field(default_factory=list)  # device printf's text (emu Machine.printed), the first PRINTED_KEPT
+    printed_count: int = 0  # how many printf calls the run made in all (its first schedule)
     bridges: list = field(default_factory=list)  # harness.bridges.Bridges.lines()
     refusals: list = field(default_factory=list)  # tensor maps the driver's encoder refused (its documented rules)
     race: dict = field(default_factory=dict)  # status "race": {"schedule", "status", "message"} of the seeded failure
@@ -145,6 +150,15 @@ class RunnerResult:
                 f"{' (' + self.unchecked.split(':')[0] + ')' if self.unchecked else ''}, "
                 f"{self.stats.get('warp_instructions', 0)} warp-instructions, {self.stats.get('mma', 0)} MMAs, "
                 f"{self.seconds:.1f} s")
+
+    def printed_lines(self) -> list[str]:
+        """What the kernel's device printf wrote (its first schedule), a line each, with how many calls in all."""
+        if not self.printed_count:
+            return []
+        lines = "".join(self.printed).splitlines()
+        return [f"device printf: {self.printed_count} call{'s' if self.printed_count != 1 else ''}"
+                + (f", the first {len(self.printed)}:" if len(self.printed) < self.printed_count else ":")] + [
+            "  | " + line for line in lines]
 
     def note_lines(self) -> list[str]:
         by_rule = {}
@@ -442,6 +456,8 @@ class Worker:
         call = self.call
         if machine is not None:
             call.setdefault("notes", {}).update({(n.rule, n.where): n for n in machine.notes.values()})
+            call["printed"] = call.get("printed", []) + machine.printed[:PRINTED_KEPT]
+            call["printed_count"] = call.get("printed_count", 0) + len(machine.printed)
             for key, value in machine.stats.items():
                 call.setdefault("stats", {})[key] = call.get("stats", {}).get(key, 0) + value
             self.sort_stores(machine, clusters_run < clusters_total, index)
@@ -603,6 +619,9 @@ class Worker:
             for n in call.get("notes", {}).values()]}.values())
         self.result.stats = call.get("stats", {})
         self.result.clusters_run, self.result.clusters_total = call.get("clusters", (0, 0))
+        if not self.result.runs and call.get("printed_count"):  # what the first schedule's threads printed
+            self.result.printed = call["printed"][:PRINTED_KEPT]
+            self.result.printed_count = call["printed_count"]
         refusal = next((s.last_refusal() for s in self.standins if s.last_refusal()), "")
         if refusal:
             status, message, checked = "launch", f"a B200 refuses this launch: {refusal}", 0

@@ -240,7 +240,7 @@ def _generic(args) -> int:
         print(f"  launch: {launch['kernel'][:80]} grid {tuple(launch['grid'])} block {tuple(launch['block'])} cluster "
               f"{tuple(launch['cluster'])} dynamic smem {launch['dynamic_smem']} B, static {launch['static_smem']} B, "
               f"{launch['registers']} registers ({launch['built_by']})")
-    for line in res.bridges + res.refusals + res.note_lines():
+    for line in res.bridges + res.refusals + res.note_lines() + res.printed_lines():
         print("  " + line)
     if res.status not in ("match", "cannot-run"):
         print(res.message)

@@ -60,7 +60,7 @@ WARP_EVENT, OP_EVENT, TIMEOUT_EVENT = 0, 1, 2
 MUFU_BASES = {"ex2", "rcp", "tanh", "lg2", "sin", "cos", "rsqrt", "sqrt"}
 # Instructions whose first operand is not a destination register.
 NO_DEST_BASES = {"st", "bar", "barrier", "bra", "fence", "prefetch", "griddepcontrol", "exit", "ret", "red", "cp",
-                 "membar", "trap", "setmaxnreg", "tcgen05"}
+                 "membar", "trap", "setmaxnreg", "tcgen05", "call"}
 NO_DEST_FORMS = {("mbarrier", "init"), ("mbarrier", "expect_tx")}
 # Dataflow instruction classes: no stall at issue for their sources (see the module docstring).
 DATAFLOW = {"alu", "alu64", "fp32x2", "mufu", "cvt16", "ld_param", "ld_smem", "ld_dsmem", "shfl", "elect", "tmem_ld"}

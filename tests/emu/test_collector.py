@@ -10,7 +10,7 @@ import pytest
 from emu.isa import decode_kernel
 from emu.ptx import parse_module
 from emu.state import Hazard, Unsupported
-from emu.tcgen05 import mma_block_scaled, tmem_alloc, tmem_copy
+from emu.tcgen05 import mma, tmem_alloc, tmem_copy
 from tests.emu.ptx_kit import kernel_text
 from tests.emu.test_tcgen05 import (AB_DESC, IDESC_128x64, IDESC_256x64, SF_DESC, Stage, desc_at, load_cta,
                                     make_cluster, place_sw128_tile, random_sf, read_d, ref_product)
@@ -35,7 +35,7 @@ def _setup(ncta, n, seed):
 
 
 def _mma(ctas, d_col, base, idesc, collector, b_base=Stage.B_BASE, accumulate=False):
-    mma_block_scaled(ctas, d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * KB), desc_at(AB_DESC, b_base + 32 * KB), idesc,
+    mma(ctas, d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * KB), desc_at(AB_DESC, b_base + 32 * KB), idesc,
                      base + 256, base + 260, accumulate, "mxf4nvf4", collector=collector)
 
 
@@ -126,8 +126,9 @@ def test_decode_collector_qualifiers():
     k = parse_module(PTX)
     decode_kernel(k)
     mmas = [i for i in k.instrs if i.opcode.startswith("tcgen05.mma")]
-    assert [i.info for i in mmas] == [("mma", 1, 16, "fill"), ("mma", 2, 16, "use"), ("mma", 1, 16, "lastuse"),
-                                      ("mma", 1, 16, "discard"), ("mma", 1, 16, "discard")]
+    # (block16 is scale_vec::4X: K 64 / 16 scales a row)
+    assert [i.info for i in mmas] == [("mma", n, "mxf4nvf4", 4, usage) for n, usage in (
+        (1, "fill"), (2, "use"), (1, "lastuse"), (1, "discard"), (1, "discard"))]
 
 
 @pytest.mark.parametrize("mods", [".collector::a::fill.collector::a::lastuse", ".collector::b0::fill",

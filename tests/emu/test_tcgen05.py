@@ -17,7 +17,7 @@ from emu.state import POISON_WORD, TMEM_LANES, Cluster, Cta, Hazard, Unsupported
 from emu.tcgen05 import (
     decode_instr_descriptor,
     decode_smem_descriptor,
-    mma_block_scaled,
+    mma,
     read_operand,
     tmem_alloc,
     tmem_check_all_freed,
@@ -165,8 +165,8 @@ def test_decode_instr_descriptor(idesc, m, n):
 
 
 def test_instr_descriptor_rejections():
-    with pytest.raises(Unsupported, match=r"kind::f16: only kind::mxf4nvf4 is implemented"):
-        decode_instr_descriptor(IDESC_128x64, "f16")
+    with pytest.raises(Hazard, match=r"kind::f16 with an F16 D needs F16 inputs, got bf16"):
+        decode_instr_descriptor(IDESC_128x64, "f16")  # Table 42 codes read as kind::f16: dtype F16 (0), atype BF16 (1)
     with pytest.raises(Hazard, match=r"transpose A/B is not supported for kind::mxf4nvf4"):
         decode_instr_descriptor(IDESC_128x64 | (1 << 15), "mxf4nvf4")  # transpose A: not for mxf4nvf4
     with pytest.raises(Unsupported, match=r"sparse A \(bits \[0,3\)\) is not implemented"):
@@ -352,7 +352,7 @@ def test_mma_1cta(n, idesc, upper):
     for kb in (2, 0):  # first MMA overwrites (k-block 2), second accumulates (k-block 0)
         tmem_copy([cta], sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
         tmem_copy([cta], sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
-        mma_block_scaled([cta], d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
+        mma([cta], d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
                          idesc, sfa_col, sfb_col + (2 if upper else 0), accumulate=expect is not None, kind="mxf4nvf4")
         ks, ss = slice(64 * kb, 64 * kb + 64), slice(4 * kb, 4 * kb + 4)
         expect = ref_product(a[:, ks], sfa[:, ss], b[:, ks], sfb[n_off:n_off + n, ss], expect)
@@ -375,7 +375,7 @@ def test_mma_2cta(n, idesc):
     for kb in (1, 3):
         tmem_copy(ctas, sfa_col, desc_at(SF_DESC, Stage.SFA_BASE + 512 * kb))
         tmem_copy(ctas, sfb_col, desc_at(SF_DESC, Stage.SFB_BASE + 512 * kb))
-        mma_block_scaled(ctas, d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
+        mma(ctas, d_col, desc_at(AB_DESC, Stage.A_BASE + 32 * kb), desc_at(AB_DESC, Stage.B_BASE + 32 * kb),
                          idesc, sfa_col, sfb_col, accumulate=expect is not None, kind="mxf4nvf4")
         ks, ss = slice(64 * kb, 64 * kb + 64), slice(4 * kb, 4 * kb + 4)
         expect = ref_product(a[:, ks], sfa[:, ss], b[:, ks], sfb[:n, ss], expect)
@@ -398,7 +398,7 @@ def _mma(cta, **kw):
     args = dict(d_taddr=0, a_desc=desc_at(AB_DESC, Stage.A_BASE), b_desc=desc_at(AB_DESC, Stage.B_BASE), idesc=IDESC_128x64,
                 sfa_taddr=256, sfb_taddr=264, accumulate=False, kind="mxf4nvf4")
     args.update(kw)
-    mma_block_scaled([cta], **args)
+    mma([cta], **args)
 
 
 @pytest.mark.parametrize("change, rule", [
@@ -470,7 +470,7 @@ def test_alloc_of_a_count_outside_the_isa_is_a_note_where_a_b200_ran_it():
 
 def test_mma_with_m_256_needs_the_pair():
     cta = _ready_1cta()
-    with pytest.raises(Unsupported, match=r"cta_group::1 M = 256: only M = 128 \(Layout D\)"):
+    with pytest.raises(Hazard, match=r"cta_group::1 M = 256: must be 64 or 128 \(PTX ISA Table 39\)"):
         _mma(cta, idesc=IDESC_256x64)  # M = 256 needs cta_group::2
 
 
@@ -492,10 +492,10 @@ def test_mma_2cta_needs_scales_in_both_ctas():
     tmem_copy(ctas, 256, desc_at(SF_DESC, Stage.SFA_BASE))
     tmem_copy(ctas[:1], 260, desc_at(SF_DESC, Stage.SFB_BASE))  # SFB copied into the even CTA only
     with pytest.raises(Hazard, match=r"SFB: reads tensor memory columns \[260, 262\) of CTA \(1, 0, 0\) that hold no data"):
-        mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
+        mma(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                          256, 260, False, "mxf4nvf4")
     tmem_copy(ctas, 260, desc_at(SF_DESC, Stage.SFB_BASE))
-    mma_block_scaled(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
+    mma(ctas, 0, desc_at(AB_DESC, Stage.A_BASE), desc_at(AB_DESC, Stage.B_BASE), IDESC_256x64,
                      256, 260, False, "mxf4nvf4")
 
 

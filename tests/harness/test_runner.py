@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.cuda_build import compiler_missing
-from harness.runner import is_package_kernel, merge_spans, run_cases, run_submission, subtract_spans
+from harness.runner import (RunnerResult, is_package_kernel, merge_spans, run_cases, run_submission,
+                            subtract_spans)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
@@ -69,6 +70,15 @@ def test_cases_share_one_import():
 def test_only_this_package_kernel_takes_the_config_path():
     assert is_package_kernel(ROOT / "submission.py") and is_package_kernel(ROOT / "nvfp4_gemm" / "submission.py")
     assert not is_package_kernel(DSL_FILE) and not is_package_kernel(CUDA_FILE)
+
+
+def test_device_printf_lines_say_how_many_calls_and_show_the_kept_ones():
+    """RunnerResult.printed holds the first PRINTED_KEPT printf calls' text (emu Machine.printed); a call's text may
+    hold several lines or part of one."""
+    res = RunnerResult("match", "f.py", "nvfp4_gemm", (128, 128, 256, 1), "leaderboard",
+                       printed=["a=1\n", "b=2\nc=", "3\n"], printed_count=250)
+    assert res.printed_lines() == ["device printf: 250 calls, the first 3:", "  | a=1", "  | b=2", "  | c=3"]
+    assert RunnerResult("match", "f.py", "nvfp4_gemm", (1, 1, 1, 1), "leaderboard").printed_lines() == []
 
 
 def test_spans_merge_and_subtract():
