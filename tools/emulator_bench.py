@@ -238,27 +238,30 @@ def bench(args) -> int:
 
 
 # ----------------------------------------------------------------------------- hashes
-def config_hashes(name: str) -> dict:
-    """The digests of one CONFIG_TABLE config's HASH_SCHEDULES schedules at its small shape (this process's tree)."""
+def config_hashes(name: str, schedules=None) -> dict:
+    """The digests of one CONFIG_TABLE config's HASH_SCHEDULES schedules at its small shape (this process's tree), or
+    of `schedules` ("policy:seed" names) only."""
     from harness.verdict import emulate, prepare
 
     config = next(c for c in _table_configs() if c.name == name)
     shape = small_shape(config)
     prep = prepare(*shape, config_name=name)
-    res = emulate(*shape, config_name=name, schedules=HASH_SCHEDULES, stop_at_failure=False, digest=True)
+    res = emulate(*shape, config_name=name, schedules=schedules or HASH_SCHEDULES, stop_at_failure=False, digest=True)
     return {"shape": list(shape), "ptx": hashlib.blake2b(prep.cap.ptx.encode(), digest_size=16).hexdigest(),
             "dsl": prep.cap.dsl_version,
             "schedules": {r.schedule: {"status": r.status, "notes": len(r.notes), **r.digest} for r in res.runs}}
 
 
-def compare(name: str, want: dict, got: dict) -> list[str]:
-    """Lines saying where two records of one config differ ([] when equal)."""
+def compare(name: str, want: dict, got: dict, schedules=None) -> list[str]:
+    """Lines saying where two records of one config differ ([] when equal); `schedules`: only those of want's."""
     if want.get("ptx") != got.get("ptx"):
         return [f"{name}: the kernel's PTX differs from the recorded one (DSL {want.get('dsl')} -> {got.get('dsl')}): "
                 "its schedules cannot be compared; re-record with a trusted emulator (tools/emulator_bench.py hashes "
                 "--write)"]
     out = []
     for sched, w in want["schedules"].items():
+        if schedules is not None and sched not in schedules:
+            continue
         g = got["schedules"].get(sched)
         if g != w:
             out.append(f"{name} {sched}: recorded {w}, now {g}")

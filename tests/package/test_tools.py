@@ -1003,6 +1003,9 @@ def test_emulator_bench_compares_schedules_and_refuses_another_kernel():
     moved = {**recorded, "schedules": {**recorded["schedules"], "late_wake:3": {**ran, "trace": "10"}}}
     (line,) = compare("cfg", recorded, moved)
     assert line.startswith("cfg late_wake:3: recorded")
+    assert compare("cfg", recorded, moved, ["uniform:0"]) == []  # a subset compares only its schedules
+    (line,) = compare("cfg", recorded, {**moved, "schedules": {}}, ["uniform:0"])  # and a missing one is named
+    assert line.startswith("cfg uniform:0: recorded")
     (line,) = compare("cfg", recorded, {**recorded, "ptx": "p2"})
     assert "PTX differs" in line and "--write" in line
     assert machine_line(machine()).startswith(f"machine: {__import__('os').cpu_count()} CPUs")
