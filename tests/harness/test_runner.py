@@ -195,16 +195,37 @@ def test_a_tensor_map_the_driver_refuses_is_the_file_s_failure(tmp_path):
     assert res.where.startswith("submission.py:") and res.refusals
 
 
-# A copy through one shared buffer, refilled by thread 0 as soon as it saw the last copy land: nothing waits for the
-# other warp to have read the buffer or seen the phase. A race by the PTX ISA (a parity wait may be lapped, the buffer
-# overwritten unread) that a B200's copy latency hides: the seeded late_wake schedule wakes the other warp late.
-RACY = r'''#!POPCORN leaderboard nvfp4_dual_gemm
+# The head and the torch computation of C that the two stand-in files below share: each then hands the fp32 result
+# to its own CUDA code, which writes C.
+HEADER = r'''#!POPCORN leaderboard nvfp4_dual_gemm
 import ctypes
 
 import torch
 from task import input_t, output_t
 from torch.utils.cpp_extension import load_inline
+'''
+TORCH_C = r'''E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
+
+def dequantize(packed, scales):
+    codes = packed.view(torch.uint8)
+    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
+    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
+    x = dequantize(a[:, :, 0], sfa[:, :, 0])
+    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
+    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
+    out = (torch.nn.functional.silu(r1) * r2).contiguous()
+'''
+
+
+# A copy through one shared buffer, refilled by thread 0 as soon as it saw the last copy land: nothing waits for the
+# other warp to have read the buffer or seen the phase. A race by the PTX ISA (a parity wait may be lapped, the buffer
+# overwritten unread) that a B200's copy latency hides: the seeded late_wake schedule wakes the other warp late.
+RACY = HEADER + r'''
 SRC = r"""
 #include <cuda_fp16.h>
 constexpr int CHUNK = 256;  // floats a copy brings
@@ -240,22 +261,7 @@ extern "C" int launch(const float *src, void *c, int chunks) {
 path = load_inline("racy_copy", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
                    extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
 lib = ctypes.CDLL(path)
-E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-
-
-def dequantize(packed, scales):
-    codes = packed.view(torch.uint8)
-    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
-    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
-
-
-def custom_kernel(data: input_t) -> output_t:
-    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
-    x = dequantize(a[:, :, 0], sfa[:, :, 0])
-    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
-    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
-    out = (torch.nn.functional.silu(r1) * r2).contiguous()
-    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(c.data_ptr()), out.numel() // 256)
+''' + TORCH_C + r'''    lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(c.data_ptr()), out.numel() // 256)
     return c
 '''
 
@@ -294,13 +300,7 @@ def test_a_kernel_wrong_under_the_b200_timing_stays_a_failure(tmp_path):
 
 # Two launches: 2 x 16 CTAs each write half of a row block of C into a workspace slice, then 16 CTAs each add their
 # block's two slices into C. A later launch reads what clusters of an earlier one wrote.
-SPLIT = r'''#!POPCORN leaderboard nvfp4_dual_gemm
-import ctypes
-
-import torch
-from task import input_t, output_t
-from torch.utils.cpp_extension import load_inline
-
+SPLIT = HEADER + r'''
 SRC = r"""
 #include <cuda_fp16.h>
 constexpr int ROWS = 8, COLS = 128;  // a CTA's block of C
@@ -325,22 +325,7 @@ extern "C" int launch(const float *out, float *ws, void *c, int blocks) {
 path = load_inline("split_reduce", cpp_sources="", cuda_sources=SRC, is_python_module=False, no_implicit_headers=True,
                    extra_cuda_cflags=["-gencode=arch=compute_100a,code=sm_100a"])
 lib = ctypes.CDLL(path)
-E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-
-
-def dequantize(packed, scales):
-    codes = packed.view(torch.uint8)
-    pairs = torch.stack((codes & 0xF, codes >> 4), dim=-1).reshape(codes.shape[0], -1).long()
-    return torch.tensor(E2M1)[pairs] * scales.float().repeat_interleave(16, dim=1)
-
-
-def custom_kernel(data: input_t) -> output_t:
-    a, b1, b2, sfa, sfb1, sfb2, _, _, _, c = data
-    x = dequantize(a[:, :, 0], sfa[:, :, 0])
-    r1 = x @ dequantize(b1[:, :, 0], sfb1[:, :, 0]).t()
-    r2 = x @ dequantize(b2[:, :, 0], sfb2[:, :, 0]).t()
-    out = (torch.nn.functional.silu(r1) * r2).contiguous()
-    ws = torch.zeros(2 * out.numel())
+''' + TORCH_C + r'''    ws = torch.zeros(2 * out.numel())
     blocks = out.numel() // (8 * 128)
     lib.launch(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(c.data_ptr()), blocks)
     return c
