@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +49,7 @@ MIN_THREADS = 192       # issue 3: TMA warp + MMA warp + 4 epilogue warps
 REGS_PER_SM = B200_LIMITS["regs_per_sm"]
 # Errors that 4.3.5 raises at its JIT step on a machine with no driver, after .ptx/.cubin are written.
 DRIVER_MISSING = {"DynamicLibNotFoundError", "CudaDriverDependencyError"}
+PROGRESS_LOCK = threading.Lock()  # run_config's progress line, printed from the compile threads
 ENV_DUMP = ("CUTE_DSL_ARCH", "CUTE_DSL_KEEP_PTX", "CUTE_DSL_KEEP_CUBIN", "CUTE_DSL_KEEP",
             "CUTE_DSL_DUMP_DIR", "CUTE_DSL_DISABLE_FILE_CACHING")
 
@@ -644,7 +646,8 @@ def _finish(rec: dict, cfg, args, dump: Path) -> dict:
     if progress:
         label, counter, total = progress
         took = f"cached, compiled in {rec['wall_s']} s" if rec.get("cached") else f"{rec['wall_s']} s"
-        print(f"{label}: {next(counter)}/{total} {cfg.name}: {rec['status']} ({took})", file=sys.stderr, flush=True)
+        with PROGRESS_LOCK:  # configs finish in threads (tools/tune.py --dry-run): one whole line at a time
+            print(f"{label}: {next(counter)}/{total} {cfg.name}: {rec['status']} ({took})", file=sys.stderr, flush=True)
     return rec
 
 
