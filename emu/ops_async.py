@@ -676,6 +676,8 @@ def _tc_mma(ex, w, ins, mask):
         footprint = ordering.mma_footprint(group, args["d_taddr"], args["sfa_taddr"], args["sfb_taddr"], args["idesc"],
                                            args["a_desc"] if a_in_tmem else None)
         ordering.mma_overwrites(ex, w, ins, footprint)
+        ordering.mma_reads_stores(ex, w, ins, ordering.mma_tmem_reads(
+            group, args["sfa_taddr"], args["sfb_taddr"], args["idesc"], args["a_desc"] if a_in_tmem else None))
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):
@@ -848,6 +850,8 @@ def _tc_st(ex, w, ins, mask):
         raise Hazard(f"{ins.opcode}: the tensor-memory address must be warp-uniform")
     values = np.stack([w.read(r, "b32", ex) for r in regs], axis=1).astype(np.uint32)  # [32 threads, registers]
     ordering.issued(ex, w, ins, "st")
+    first_col, ncols = tcgen05.tmem_footprint(shape, num, pack, half)
+    ordering.st_issued(ex, w, ins, tcgen05.split_taddr(int(taddr[first]))[1] + first_col, ncols)
     w.pending_tmem_st.append((int(taddr[first]), num, shape, values, pack, half))
     return None
 
@@ -858,6 +862,7 @@ def _tc_wait(ex, w, ins, mask):
         for taddr, num, shape, values, pack, half in w.pending_tmem_st:
             tcgen05.tmem_store(w.cta, taddr, w.warp_id % 4, num, shape, values, pack, half)
         w.pending_tmem_st.clear()
+        ordering.st_waited(w, ex.clock)
     if ins.info[0] == "wait::ld":
         for pending in list({id(p): p for p in w.pending_tmem_ld.values()}.values()):
             pending.finish()

@@ -54,6 +54,17 @@ operation runs.
     gau-nernst's, arseni_ivanov's and novus677's kernels run clean under both, emulated). Granularity: columns. Every
     MMA the emulator implements writes all 128 lanes of D in each CTA (M = 128 per CTA, Layouts A and D:
     emu.tcgen05), and a load reads 16 or 32 lanes of its warp's quadrant, always among them.
+    ST_THEN_MMA: a tcgen05.mma reads tensor-memory words (SFA, SFB, A) that a tcgen05.st of another warp wrote, and
+    that store is not ordered before the MMA's issue: its warp has not completed it with tcgen05.wait::st (PTX ISA
+    9.7.16.8.4: the store is asynchronous until then), or completed it after the last release of its warp that reaches
+    the MMA's warp. Granularity: the columns each 32-lane datapath reads in the storing warp's lane quadrant (the lane
+    rule of emu.tcgen05: SFA's datapath q reads column sfa + q only, SFB and A every column). A Note
+    (emu.precedents.JIAB_ST_THEN_MMA): jIab-b's kernels that store shared-memory scale words this way passed on the
+    B200, the one storing words it had just loaded from global memory did not; the B200-timing schedule gives every
+    warp the same load latency, so it cannot tell them apart (design.md "Leniencies and blind spots").
+    MMA_THEN_ST: the same race seen from the store (so that every schedule reports it, whichever runs first): a
+    tcgen05.st writes columns that an MMA of its CTA reads or writes, and its warp has not observed that MMA complete
+    (the "tcdone" entry, as MMA_THEN_CP). Granularity: the MMA's column spans. A Note for the same reason.
     DEALLOC_WHILE_READ: the same question for tcgen05.dealloc (9.7.16.7.1: freed columns may be handed to another
     allocation), in both orders: a dealloc frees columns that another warp's tcgen05.ld reads and that read is not
     ordered before it (not read yet, or no release of the reading warp after the read reaches the deallocating warp),
@@ -88,6 +99,8 @@ FENCE_AFTER = "tcgen05-fence-after-thread-sync-missing"
 LD_THEN_MMA = "tcgen05-ld-then-mma-unordered"
 MMA_THEN_LD = "tcgen05-mma-then-ld-unordered"
 LD_UNWAITED = "tcgen05-ld-released-before-wait"
+ST_THEN_MMA = "tcgen05-st-then-mma-unordered"
+MMA_THEN_ST = "tcgen05-mma-then-st-unordered"
 DEALLOC_WHILE_READ = "tcgen05-dealloc-while-read"
 ASYNC_KINDS = ("mma", "cp", "ld", "st")
 RECENT_MMAS = 256  # MMAs of a CTA kept for MMA_THEN_CP / MMA_THEN_LD (older ones have long been observed complete)
@@ -328,6 +341,97 @@ def _ld_then_mma(w, ins, cta, reader: tuple, c0: int, n: int, ld_line: int, why:
                  f"{ld_line} of warp {reader[1]} ({_role(reader[1])}) reads, and that load {why}: PTX ISA 9.7.16.6.3 "
                  f"orders it before this MMA only through a synchronisation after the read, so the MMA may overwrite "
                  f"the accumulator before the load reads it")
+
+
+# ---------------------------------------------------------------------------------------------- st -> mma
+class TmemStores:
+    """The tcgen05.st writes of one CTA's tensor memory, per storing warp ((CTA rank, warp id)); each warp writes its
+    own lane quadrant (warp id % 4). A warp's stores and waits come in its program order."""
+
+    def __init__(self):
+        self.pending = {}  # warp key -> [(first column, columns, PTX line)] since its last tcgen05.wait::st
+        self.done = {}  # warp key -> (clock per column of the wait::st that completed its latest store, -1 for none;
+        #                              that store's PTX line)
+
+
+def st_issued(ex, w, ins, col: int, ncols: int) -> None:
+    """tcgen05.st by `w` writes columns [col, col + ncols) of its quadrant, complete at its next tcgen05.wait::st: note
+    an earlier MMA of its CTA touching them that `w` has not observed complete (MMA_THEN_ST)."""
+    settled = set()
+    for key, clock, line, spans in reversed(getattr(w.cta, "recent_mmas", ())):
+        if key in settled:
+            continue
+        if w.seen.get(("tcdone",) + key, -1) >= clock:
+            settled.add(key)  # observed complete, and with it every earlier MMA of that warp
+            continue
+        if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
+            ex.note(MMA_THEN_ST, f"{ins.where()} ({_role(w)})", precedents.JIAB_ST_THEN_MMA,
+                    f"tcgen05.st writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {w.cta.rank} that the "
+                    f"tcgen05.mma at PTX line {line} (warp {key[1]}) reads or writes, and this warp has not observed "
+                    f"that MMA complete (a tcgen05.commit covering it, then a completed wait on its mbarrier): PTX ISA "
+                    f"9.7.16.6.3 orders them only through that synchronisation, so the MMA may read the new words")
+            break
+    stores = getattr(w.cta, "tmem_stores", None)
+    if stores is None:
+        stores = w.cta.tmem_stores = TmemStores()
+    stores.pending.setdefault(_key(w), []).append((col, ncols, ins.line))
+
+
+def st_waited(w, now: int) -> None:
+    """tcgen05.wait::st by `w` at clock `now`: its stores are complete (PTX ISA 9.7.16.8.5)."""
+    stores = getattr(w.cta, "tmem_stores", None)
+    if stores is None or _key(w) not in stores.pending:
+        return
+    clocks, lines = _columns(stores.done, _key(w), 2)
+    for col, ncols, line in stores.pending.pop(_key(w)):
+        clocks[col:col + ncols], lines[col:col + ncols] = now, line
+
+
+def mma_tmem_reads(ctas: list, sfa_taddr, sfb_taddr, idesc: int, a_taddr=None) -> list:
+    """(cta, lane quadrant or None for all four, first column, columns) of tensor memory a tcgen05.mma reads besides
+    its accumulator: SFA's datapath q column sfa + q of quadrant q (emu.tcgen05.scale_words' own rows), SFB's N/32
+    columns (at least one) and A's 8 columns in every quadrant (the spans of mma_footprint)."""
+    n = ((idesc >> 17) & 0x3F) << 3
+    spans = []
+    if sfa_taddr is not None:
+        spans += [(q, (sfa_taddr & 0xFFFF) + q, 1) for q in range(4)]
+        spans.append((None, sfb_taddr & 0xFFFF, max(1, n // 32)))
+    if a_taddr is not None:
+        spans.append((None, a_taddr & 0xFFFF, 8))
+    return [(cta, q, c0, k) for cta in ctas for q, c0, k in spans]
+
+
+def mma_reads_stores(ex, w, ins, reads: list) -> None:
+    """A tcgen05.mma by `w` reads `reads` (mma_tmem_reads): every tcgen05.st of another warp that wrote them must be
+    complete and released to `w` (ST_THEN_MMA: a Note)."""
+    own = _key(w)
+    for cta, quadrant, c0, n in reads:
+        stores = getattr(cta, "tmem_stores", None)
+        if stores is None:
+            continue
+        for writer in set(stores.pending) | set(stores.done):
+            if writer == own or (quadrant is not None and writer[1] % 4 != quadrant):
+                continue
+            unwaited = [line for col, ncols, line in stores.pending.get(writer, ()) if _overlap(c0, n, col, ncols)]
+            if unwaited:
+                _st_then_mma(ex, w, ins, cta, writer, c0, n, unwaited[0], "has not completed it (no "
+                             "tcgen05.wait::st of its warp since)")
+                return
+            if writer in stores.done:
+                clocks, lines = stores.done[writer]
+                last = c0 + int(clocks[c0:c0 + n].argmax())
+                if clocks[last] > w.seen.get(writer, -1):
+                    _st_then_mma(ex, w, ins, cta, writer, c0, n, int(lines[last]), "completed it after the last "
+                                 "release of that warp that reaches the MMA's warp")
+                    return
+
+
+def _st_then_mma(ex, w, ins, cta, writer: tuple, c0: int, n: int, st_line: int, why: str) -> None:
+    ex.note(ST_THEN_MMA, f"{ins.where()} ({_role(w)})", precedents.JIAB_ST_THEN_MMA,
+            f"tcgen05.mma reads tensor-memory columns [{c0}, {c0 + n}) of CTA rank {cta.rank} (lane quadrant "
+            f"{writer[1] % 4}) that the tcgen05.st at PTX line {st_line} of warp {writer[1]} wrote, and that warp {why}: "
+            f"PTX ISA 9.7.16.6.3 orders another thread's tcgen05.st before this MMA only through a synchronisation "
+            f"after its tcgen05.wait::st, so the MMA may read the words before they are written")
 
 
 def _outstanding_reads(w, cta, c0: int, n: int) -> dict:

@@ -50,3 +50,8 @@ JIAB_SFA_PER_QUADRANT = (JIAB + " @ 9d1caaf5 sub_tc2.py (out_tc2.txt changed in 
                          "rows 32w..32w+31 with tcgen05.st.32x32b into column base + w of its own lane quadrant only")
 JIAB_ALLOC_136 = (JIAB + " @ 784f0189 s_128.py (\"tmem cols -> 136\": the kernel and out_128.txt changed together): "
                   "tcgen05.alloc and tcgen05.dealloc of 136 columns")
+JIAB_ST_THEN_MMA = (JIAB + " @ 9d1caaf5 sub_tc2.py and @ 8ae2f9d0 s_128.py (each with its runner output in the same "
+                    "commit): every warp copies its scale words from shared memory with ld.shared + tcgen05.st + "
+                    "tcgen05.wait::st and thread 0 issues the MMA that reads them with no barrier in between; the same "
+                    "hand-off with the words loaded from global memory (@ 5a340df5 sub_tcgen5.py) got 76263 of 524288 "
+                    "elements wrong on the B200")

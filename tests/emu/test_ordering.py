@@ -290,3 +290,116 @@ def test_dealloc_before_the_epilogue_reads_are_ordered_is_a_note_at_every_schedu
         assert "warp 0 deallocated tensor-memory columns" in notes[0].detail and "warp 1" in notes[0].detail
         clean = run_ptx(kernel(handback), schedule=schedule, threads=64, dynamic_smem=8192).machine
         assert ordering.DEALLOC_WHILE_READ not in {n.rule for n in clean.notes.values()}, schedule.name
+
+
+# Scale factors written with tcgen05.st by every warp, read by warp 0's MMA (jIab-b's hand-off, each warp storing
+# its own lane quadrant: here the SFA words of columns 64-67 and the SFB words of columns 68, 69, the same in every
+# quadrant as PTX ISA 9.7.16.10.7 asks). Round 1 is ordered (st; wait::st;
+# fence::before_thread_sync; bar.sync; fence::after_thread_sync; mma). Round 2 waits for MMA 1 on its commit, stores
+# again and, with SYNC empty, issues MMA 2 with no barrier after the other warps' stores. smem: +0 the first commit's
+# mbarrier, +8 the second's, +64 the tensor-memory address, +4096 A and B (their bytes do not matter).
+SCALE_STORES = f"""
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    shr.u32 %r8, %r1, 5;
+    setp.ne.u32 %p1, %r8, 0;
+    @%p1 bra SETUP_DONE;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 128;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra SETUP_DONE;
+    mbarrier.init.shared.b64 [%r9], 1;
+    mbarrier.init.shared.b64 [%r9+8], 1;
+SETUP_DONE:
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    shl.b32 %r21, %r8, 21;
+    add.s32 %r21, %r21, %r20;
+    add.s32 %r22, %r21, 64;
+    add.s32 %r23, %r21, 68;
+    mov.u32 %r24, 0x38383838;
+    tcgen05.st.sync.aligned.32x32b.x4.b32 [%r22], {{%r24, %r24, %r24, %r24}};
+    tcgen05.st.sync.aligned.32x32b.x2.b32 [%r23], {{%r24, %r24}};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    tcgen05.fence::after_thread_sync;
+    add.s32 %r11, %r9, 4096;
+    shr.u32 %r11, %r11, 4;
+    cvt.u64.u32 %rd2, %r11;
+    or.b64 %rd2, %rd2, {DESC_A_B};
+    mov.u32 %r12, {IDESC};
+    add.s32 %r13, %r20, 64;
+    add.s32 %r14, %r20, 68;
+    setp.ne.u32 %p3, %r1, 0;
+    @%p3 bra MMA1_ISSUED;
+    tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], 0;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
+MMA1_ISSUED:
+{wait_loop('[%r9]', hint=None, label='WAIT_MMA1', done='MMA1_DONE')}    tcgen05.fence::after_thread_sync;
+    tcgen05.st.sync.aligned.32x32b.x4.b32 [%r22], {{%r24, %r24, %r24, %r24}};
+    tcgen05.st.sync.aligned.32x32b.x2.b32 [%r23], {{%r24, %r24}};
+    tcgen05.wait::st.sync.aligned;
+    SYNC
+    @%p3 bra MMA2_ISSUED;
+    tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%r20], %rd2, %rd2, %r12, [%r13], [%r14], 1;
+    add.s32 %r15, %r9, 8;
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r15];
+MMA2_ISSUED:
+{wait_loop('[%r9+8]', hint=None, label='WAIT_MMA2', done='MMA2_DONE')}    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    tcgen05.fence::after_thread_sync;
+    @%p1 bra EXIT;
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 128;
+EXIT:
+    ret;
+"""
+ORDERED = "tcgen05.fence::before_thread_sync;\n    bar.sync 0;\n    tcgen05.fence::after_thread_sync;"
+
+
+@pytest.mark.parametrize("sync", [ORDERED, ""], ids=["barrier", "no_barrier"])
+def test_scale_words_stored_by_other_warps_need_a_barrier_before_the_mma(sync):
+    """jIab-b's sub_tcgen5.py @ 5a340df5 (wrong on the B200) against sub_tcgen4.py @ 33224fdc (passed): the other
+    warps' tcgen05.st of the scale words and warp 0's MMA with or without a barrier between them. Without it every
+    schedule reports the race, from whichever side ran second: the MMA reads words another warp stored and did not
+    release to it (ST_THEN_MMA), or a warp stores over words an MMA it has not seen complete reads (MMA_THEN_ST); a
+    Note each, as B200 runs of the shared-memory-sourced variant passed. With the barrier, no note."""
+    for schedule in SCHEDULES:
+        m = run_ptx(kernel_text(SCALE_STORES.replace("SYNC", sync)), schedule=schedule, threads=128,
+                    dynamic_smem=8192).machine
+        rules = {n.rule for n in m.notes.values()}
+        assert m.stats["mma"] == 2, schedule.name
+        if sync:
+            assert rules == set(), (schedule.name, rules)
+        else:
+            assert rules and rules <= {ordering.ST_THEN_MMA, ordering.MMA_THEN_ST}, (schedule.name, rules)
+            assert all(n.precedent == precedents.JIAB_ST_THEN_MMA for n in m.notes.values())
+            assert all("PTX ISA 9.7.16.6.3" in n.detail for n in m.notes.values())
+
+
+def test_a_store_to_columns_no_datapath_reads_is_not_a_race():
+    """Rule-level: SFA's datapath q reads column sfa + q of lane quadrant q only, so warp 1's store of column sfa + 2
+    (its quadrant 1) is not among an MMA's reads; a store of column sfa + 1 is, until a release after its wait::st
+    reaches the MMA's warp."""
+    cta = SimpleNamespace(rank=0, recent_mmas=[])
+    mma_warp = SimpleNamespace(cta=cta, warp_id=0, seen={})
+    store_warp = SimpleNamespace(cta=cta, warp_id=1, seen={})
+    notes = []
+    ex = SimpleNamespace(note=lambda *a: notes.append(a), clock=100)
+    ins = SimpleNamespace(where=lambda: "PTX line 9", line=9)
+    reads = ordering.mma_tmem_reads([cta], 64, 68, (64 >> 3) << 17)
+    ordering.st_issued(ex, store_warp, ins, 66, 1)
+    ordering.st_waited(store_warp, 20)
+    ordering.mma_reads_stores(ex, mma_warp, ins, reads)
+    assert notes == []
+    ordering.st_issued(ex, store_warp, ins, 65, 1)
+    ordering.mma_reads_stores(ex, mma_warp, ins, reads)  # not waited yet
+    assert [n[0] for n in notes] == [ordering.ST_THEN_MMA] and "no tcgen05.wait::st" in notes[0][3]
+    ordering.st_waited(store_warp, 30)
+    mma_warp.seen[(0, 1)] = 29  # the storing warp's last release reaching warp 0 came before its wait::st
+    notes.clear()
+    ordering.mma_reads_stores(ex, mma_warp, ins, reads)
+    assert [n[0] for n in notes] == [ordering.ST_THEN_MMA]
+    mma_warp.seen[(0, 1)] = 31  # a release after the wait::st: ordered
+    notes.clear()
+    ordering.mma_reads_stores(ex, mma_warp, ins, reads)
+    assert notes == []
