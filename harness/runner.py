@@ -186,13 +186,14 @@ def run_cases(submission, cases: list, problem: str = "nvfp4_dual_gemm", schedul
     stored). emulate=False records the launches (status "captured") and runs none: what the file launches at a shape,
     in the time its host code takes. With timing, `variants` ([{name, overrides}], calibration.timing.variants) adds
     one timed call per engine variant, on top of `costs`: result.timed["variants"] = {name: us per call}. b200 (not
-    with timing): the B200-timing schedule (harness.verdict.B200) first, then the seeded ones: a failure only they
-    reach is the verdict RACE."""
-    from .verdict import schedules_for
+    with timing): the B200-timing schedules (harness.verdict.B200_SCHEDULES) first, then the seeded ones: a failure
+    only they reach is the verdict RACE."""
+    from .verdict import B200_SCHEDULES, schedules_for
 
     def plan(which):
         names = [s.name for s in schedules_for(which, sched_seed)][:1 if timing else None]
-        return ["b200"] + [n for n in names if n != "b200"] if b200 and not timing else names
+        first = [s.name for s in B200_SCHEDULES]
+        return first + [n for n in names if n not in first] if b200 and not timing else names
     with tempfile.TemporaryDirectory(prefix="emu_runner_") as tmp:
         job = {"submission": str(Path(submission).resolve()), "problem": problem,
                "cases": [{"shape": list(case[0]), "mode": case[1], "input_seed": case[2],
@@ -434,7 +435,8 @@ class Worker:
         # the B200-timing schedule of a verdict on every cluster simulates every cluster, not one per wave
         full = self.job["full_grid"] or (not self.job["timing"] and self.job["clusters"] == "all")
         timed = timed_run(cap, gmem, costs, call["schedule"].seed, full, bool(trace),
-                          prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]))
+                          prerequisite_writes=call["previous_writes"], unknown=spans(call["unknown"]),
+                          load_spread=getattr(call["schedule"], "spread", None))
         if timed.status == "completed":
             call["per_call_us"] += timed.per_call_us
             call["timed"].append({"launch": index, "line": timed.line(), "per_call_us": round(timed.per_call_us, 3),
@@ -551,9 +553,9 @@ class Worker:
         self.result.refusals = [r for s in self.standins for r in s.refusals]
 
     def run_case(self, module) -> None:
-        """The verdict's schedules on the current case, each one call of custom_kernel. With the B200-timing schedule
-        first: a failure there is the verdict; a failure only a seeded schedule reaches after it matched is RACE, the
-        schedule and the failure named (design.md "Verdict and schedules")."""
+        """The verdict's schedules on the current case, each one call of custom_kernel. With the B200-timing schedules
+        first: a failure under any of them is the verdict; a failure only a seeded schedule reaches after they matched
+        is RACE, the schedule and the failure named (design.md "Verdict and schedules")."""
         from .verdict import is_b200, schedules_for
 
         m, n, k, l = self.case["shape"]
@@ -563,12 +565,17 @@ class Worker:
             checked = 0
             for schedule in plan:
                 if not self.one_call(module, schedule):
-                    if is_b200(plan[0]) and schedule is not plan[0] and self.result.status in RACES:
+                    timed_ones = ", ".join(s.name for s in plan[:plan.index(schedule)] if is_b200(s))
+                    if is_b200(plan[0]) and not is_b200(schedule) and self.result.status in RACES:
                         self.result.race = {"schedule": schedule.name, "status": self.result.status,
                                             "message": self.result.message}
                         self.result.status, self.result.checked_elements = "race", checked
-                        self.result.message = (f"C matched under the B200's modeled timing (b200); under "
+                        self.result.message = (f"C matched under the B200's modeled timing ({timed_ones}); under "
                                                f"{schedule.name}: {self.result.message}")
+                    elif is_b200(schedule) and schedule.spread is not None:
+                        self.result.message = (f"under {schedule.name} (the B200's modeled timing, each warp's global "
+                                               f"loads taking between an L2 hit's and a first HBM read's latency; "
+                                               f"C matched under {timed_ones}): {self.result.message}")
                     break
                 checked = self.result.checked_elements
             figures = {}

@@ -60,17 +60,30 @@ class B200Timing:
     when its modeled latency and bandwidth say, a spinning try_wait wakes at its modeled latency), not on the seeded
     scheduler's adversarial turns. What a kernel computes there is what the model of a B200 predicts; a failure that
     only the seeded schedules reach is a race the B200's timing hides (harness.runner: verdict RACE; design.md
-    "Verdict and schedules")."""
+    "Verdict and schedules"). spread: a seed for spread global-load latencies (emu.timing.engine, "Spread loads"):
+    `b200~N`, the same machine with warps that leave their loads in different orders."""
 
     seed: int = 0
     policy: str = "b200"
+    spread: int | None = None
 
     @property
     def name(self) -> str:
-        return "b200"
+        return "b200" if self.spread is None else f"b200~{self.spread}"
+
+    @staticmethod
+    def parse(name: str):
+        """"b200" or "b200~N" -> its B200Timing; None for any other name."""
+        if name == "b200":
+            return B200
+        if name.startswith("b200~") and name[5:].isdigit():
+            return B200Timing(spread=int(name[5:]))
+        return None
 
 
 B200 = B200Timing()
+# What an author's file runs first (harness.runner, --b200): the modeled timing, then twice with spread loads
+B200_SCHEDULES = (B200, B200Timing(spread=1), B200Timing(spread=2))
 
 
 def is_b200(schedule) -> bool:
@@ -80,7 +93,7 @@ def is_b200(schedule) -> bool:
 def schedules_for(schedules=None, sched_seed: int = 0) -> list:
     """The schedules a verdict runs: None -> DEFAULT_SCHEDULES (seeds + sched_seed); an int N -> the first N of
     DEFAULT_SCHEDULES, then (N > 6) starve_warp and every policy in turn, each with the next seed: every policy of
-    POLICIES appears from N = 7 on; a list of Schedule, "policy:seed" or "b200" (B200) -> those."""
+    POLICIES appears from N = 7 on; a list of Schedule, "policy:seed", "b200" or "b200~N" (B200Timing) -> those."""
     if schedules is None:
         return [Schedule(s.policy, s.seed + sched_seed) for s in DEFAULT_SCHEDULES]
     if isinstance(schedules, int):  # the default verdict's first, then the other policies in turn
@@ -88,7 +101,7 @@ def schedules_for(schedules=None, sched_seed: int = 0) -> list:
         plan = schedules_for(None, sched_seed)[:schedules]
         return plan + [Schedule(extra[i % len(extra)], sched_seed + len(DEFAULT_SCHEDULES) + i)
                        for i in range(schedules - len(plan))]
-    return [s if isinstance(s, (Schedule, B200Timing)) else B200 if s == B200.name else Schedule.parse(s)
+    return [s if isinstance(s, (Schedule, B200Timing)) else B200Timing.parse(s) or Schedule.parse(s)
             for s in schedules]
 
 

@@ -23,11 +23,12 @@ Exit 0: match; 1: mismatch (first mismatches shown); 2: deadlock, hazard, launch
 instruction (with the report). Every result is "emulated": it says what the PTX computes under the PTX ISA's
 semantics as the emulator implements them, nothing about B200 timing.
 A file that is not this package's kernel runs through harness/runner.py (its own host code and launches): first
-under the B200-timing schedule `b200` (the launch on the timed emulator's machine; --no-b200 skips it), then the
-seeded ones. Its verdicts add RACE (matched under b200, a seeded schedule reached a failure: the race named with
-that schedule; passes with --allow-notes, as notes do), REFUSED (the CUDA driver refused the host code's arguments,
-exit 2) and UNCHECKED (with --clusters N, no checked element whose inputs were all emulated; exit 3); design.md
-"Verdict and schedules", "Any submission".
+under the B200-timing schedules `b200` (the launch on the timed emulator's machine), `b200~1` and `b200~2` (the
+same, each warp's global loads spread between an L2 hit's and a first HBM read's latency; --no-b200 skips the
+three), then the seeded ones. Its verdicts add RACE (matched under all three, a seeded schedule reached a failure:
+the race named with that schedule; passes with --allow-notes, as notes do), REFUSED (the CUDA driver refused the
+host code's arguments, exit 2) and UNCHECKED (with --clusters N, no checked element whose inputs were all
+emulated; exit 3); design.md "Verdict and schedules", "Any submission".
 
 --timing runs the timed emulator (emu/timing): one leaderboard call in steady state (the launch gap and what
 programmatic dependent launch overlaps included), representative clusters with bandwidth shares (--full-grid: every
@@ -107,8 +108,9 @@ def main(argv=None) -> int:
                     help="the launcher to capture: custom_kernel's TVM-FFI entry or its pointer fallback (default: the "
                          "one custom_kernel takes here: TVM-FFI where apache-tvm-ffi imports, else the pointer path)")
     ap.add_argument("--b200", action=argparse.BooleanOptionalAction, default=True,
-                    help="another author's file (not with --timing): run the B200-timing schedule (the timed "
-                         "emulator's machine) before the seeded ones; a failure only they reach is RACE, not the "
+                    help="another author's file (not with --timing): run the B200-timing schedules (the timed "
+                         "emulator's machine: b200, and b200~1, b200~2 with spread global-load latencies) before the "
+                         "seeded ones; a failure only the seeded ones reach is RACE, not the "
                          "failure (design.md \"Verdict and schedules\"); --no-b200: the seeded schedules alone")
     ap.add_argument("--allow-notes", action="store_true",
                     help="a MATCH with notes passes (exit 0): for third-party kernels; by default notes fail, as they "

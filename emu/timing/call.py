@@ -91,11 +91,13 @@ def plan(machine: Machine, costs, full_grid: bool = False) -> tuple[list, int, i
 
 
 def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, trace: bool = False,
-              progress=None, issue_from_sass: bool = True, prerequisite_writes=None, unknown=()) -> TimedCall:
+              progress=None, issue_from_sass: bool = True, prerequisite_writes=None, unknown=(),
+              load_spread: int | None = None) -> TimedCall:
     """Time one call of the captured launch on gmem (inputs placed, C poisoned); gmem ends holding the timed pass's
     C for the clusters simulated. issue_from_sass=False keeps the PTX's per-lane charge of every copy (and says so).
     prerequisite_writes, unknown: as emu.run_kernel's (what the grid before this one in the stream writes; bytes whose
-    contents are not known: the timed pass's clusters that read them are in its machine's `tainted`)."""
+    contents are not known: the timed pass's clusters that read them are in its machine's `tainted`). load_spread: a
+    seed for the engine's spread global-load latencies (emu.timing.engine; None, as every timed figure: off)."""
     costs = costs or load()
     out = TimedCall("completed", costs=costs.describe())
     try:
@@ -148,7 +150,7 @@ def timed_run(cap, gmem, costs=None, seed: int = 0, full_grid: bool = False, tra
                 i += n
             machine = TimedMachine(kernel, cap, gmem, costs, placement, shares, out.reuse, release, seed=seed,
                                    trace=tr, progress=progress, merge_kinds=merge,
-                                   prerequisite_writes=prerequisite_writes)
+                                   prerequisite_writes=prerequisite_writes, load_spread=load_spread)
             # every wave's stores and tainted clusters, for the check of C
             machine.store_log, machine.store_clusters, machine.atomic_log, machine.tainted = (
                 store_log, store_clusters, atomic_log, tainted)

@@ -28,6 +28,11 @@ What is simulated (the costs are emu/timing/b200.yaml's rows, named here in back
     tcgen05 instructions of a thread execute in order).
   Functional effects (data written, barriers signalled) happen at that completion time, in time order.
 - griddepcontrol.wait, in a kernel launched with programmatic dependent launch, returns at `wait_release`.
+- Spread loads (`load_spread`, a seed; off for every timed figure): each warp's ld.global takes a latency drawn
+  uniformly in [`l2_hit_latency`, `hbm_latency`] instead of the L2 latency: on a B200 a load is an L2 hit, a hit on
+  the far die or a first read from HBM depending on what the other SMs did, which the simulated clusters do not
+  know. The verdict's spread B200-timing schedules use it (harness.verdict.B200_SPREAD): warps that wait for loads
+  leave them in different orders, as on the machine.
 - Switches (docs/timing_hypotheses.md H1-H15; b200.yaml's last section, each off at the behaviour above): a separate
   shared-memory write path (`smem_write_bytes_per_clk`, H1), a fixed 2-SM MMA cost (`mma_2sm_fixed_cycles`, H2),
   what loads charge to the L2 share (`l2_share_mode`, H3), TMA box rows on the L2 -> SM path (`tma_row_cycles`, H4a),
@@ -221,9 +226,12 @@ class TimedMachine(IssueMerge, Machine):
     charge)."""
 
     def __init__(self, kernel, launch, gmem, costs, placement: dict, shares: dict, reuse: dict, wait_release: float,
-                 seed: int = 0, trace=None, progress=None, merge_kinds=(), prerequisite_writes=None):
+                 seed: int = 0, trace=None, progress=None, merge_kinds=(), prerequisite_writes=None,
+                 load_spread: int | None = None):
         super().__init__(kernel, launch, gmem, seed=seed, prerequisite_writes=prerequisite_writes)
         self.setup_merge(merge_kinds)
+        # a generator of its own, so the spread schedules leave every other draw as the unspread one makes it
+        self.load_draws = np.random.default_rng(load_spread) if load_spread is not None else None
         self.costs = costs
         self.placement = placement
         self.hbm, self.l2 = shares["hbm"], shares["l2"]
@@ -489,6 +497,8 @@ class TimedMachine(IssueMerge, Machine):
             pipe.forget_before(self.now)
             start = pipe.occupy(start, cycles)[0]
         ready = start + self.latency[cls]
+        if cls == "ld_global" and self.load_draws is not None:
+            ready = start + self.load_draws.uniform(c.l2_hit_latency, c.hbm_latency)
         if cls == "tmem_ld":
             nbytes = 32 * 4 * len(dsts)
             ready = sm.tmem_read.transfer(start, nbytes) + c.tmem_ld_latency

@@ -85,7 +85,7 @@ def test_every_declared_outcome_has_its_source_and_pairing():
         if e["repo"] == "jIab-b/nvfp4_gemm":
             assert e["commit"][:8] in ALLOWED and e["source"]["quote"] and e["source"]["output"], e
             assert e["pairing"]["strength"].split(" ")[0] in ("strong", "moderate", "weak")
-    assert set(doc["plan"]["schedules"]) == {"b200", "uniform:0"} and doc["plan"]["clusters"] == 1
+    assert doc["plan"]["schedules"] == ["b200", "b200~1", "b200~2", "uniform:0"] and doc["plan"]["clusters"] == 1
 
 
 def test_a_verdict_is_scored_by_what_it_predicts():

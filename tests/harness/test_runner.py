@@ -269,7 +269,8 @@ lib = ctypes.CDLL(path)
 @pytest.mark.slow
 def test_a_race_the_b200_timing_hides_is_race_not_deadlock(tmp_path):
     """The B200-timing schedule (the timed emulator's machine) matches; late_wake:3 laps the parity wait and
-    deadlocks. With b200 first the verdict is RACE, naming that schedule and the deadlock: passed with --allow-notes
+    deadlocks. With the B200-timing schedules first (b200, then b200~1 and b200~2 with spread load latencies) the
+    verdict is RACE, naming that schedule and the deadlock: passed with --allow-notes
     (another author's file), failed without (this package's kernel, exit 2). Without b200 it is the DEADLOCK."""
     needs_nvcc()
     f = tmp_path / "submission.py"
@@ -277,7 +278,8 @@ def test_a_race_the_b200_timing_hides_is_race_not_deadlock(tmp_path):
     res = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True, allow_notes=True)
     assert res.status == "race" and res.passed and res.exit_code == 0, (res.summary(), res.message)
     assert (res.race["schedule"], res.race["status"]) == ("late_wake:3", "deadlock") and "RACE" in res.verdict
-    assert [r["schedule"] for r in res.runs] == ["b200", "late_wake:3"] and res.checked_elements == 128 * 128
+    assert [r["schedule"] for r in res.runs] == ["b200", "b200~1", "b200~2", "late_wake:3"]
+    assert res.checked_elements == 128 * 128
     strict = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], b200=True)
     assert strict.status == "race" and not strict.passed and strict.exit_code == 2 and "FAILED" in strict.verdict
     seeded = run_submission(f, SMALL, mode="leaderboard", schedules=["late_wake:3"], allow_notes=True)
