@@ -495,11 +495,12 @@ class Tcgen05:
             if (shape, multicast) not in tcgen05.CP_SHAPES:
                 raise unsupported(ins, "shape and multicast")
             if mods - {f"cta_group::{n}", shape, multicast}:
-                # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms: 16 packed 6- / 4-bit elements padded to 16
-                # bytes, the packing the PTX ISA draws only as figures (as for kind::f8f6f4's sub-byte operands)
+                # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms: their padded source is in the text (emu.tcgen05
+                # Q7), where each element lands in its 8-bit tensor-memory container is not
                 raise unsupported(ins, "source decompression " + ", ".join(sorted(mods - {f"cta_group::{n}", shape,
                                                                                            multicast}))
-                                  + " (the padded 6- / 4-bit source packing is drawn only as figures)")
+                                  + " (where a 4- / 6-bit element lands in its 8-bit tensor-memory container is drawn "
+                                    "only: PTX ISA 9.7.16.9.1 figures 195, 197, 198; emu.tcgen05 Q7)")
             return ("cp", n, shape, multicast)
         if op in ("ld", "st"):
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
