@@ -9,6 +9,8 @@ Implemented (everything else raises Unsupported, naming why):
   - tcgen05.mma.cta_group::{1,2} of kind::f16 (f16 / bf16; F32 D, or F16 D from f16), kind::tf32, kind::f8f6f4 (e4m3,
     e5m2, e2m3, e3m2, e2m1, mixed; F32 or F16 D), kind::i8 (s8 / u8, s32 D, saturate), with negate, transpose
     (MN-major) and scale-input-d; M = 64 / 128 (cta_group::1) and 128 / 256 (cta_group::2); an F16 D (Q8),
+  - tcgen05.mma.ws (weight-stationary, Q9) of kind::f16 / tf32 / f8f6f4 / i8: M = 32 / 64 / 128, N = 64 / 128 / 256,
+    the four B collector buffers, a zero-column mask that masks nothing,
   - tcgen05.mma ... .block_scale of kind::mxf8f6f4 (every f8f6f4 type, scale_vec::1X), kind::mxf4 (scale_vec::2X) and
     kind::mxf4nvf4 (scale_vec::2X block32 UE8M0, scale_vec::4X block16 UE4M3 / UE8M0), SF_ID selecting the scale
     bytes, M = 128 (cta_group::1) and M = 256 (cta_group::2),
@@ -19,8 +21,9 @@ Implemented (everything else raises Unsupported, naming why):
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
 Not implemented, each for the reason its message gives: a 6- / 4-bit A of kind::f8f6f4 / mxf8f6f4 in tensor memory
 and tcgen05.cp's decompression (where a 4- / 6-bit element sits in its 8-bit tensor-memory container is drawn only:
-Q7), scale factors / a collector / A in tensor memory with the halved shapes, .ws, .sp, a set disable-output-lane bit
-(all zeros, as CUTLASS passes it, runs), K = 96, tcgen05.shift.
+Q7), scale factors / a collector / A in tensor memory with the halved shapes, .sp, a set disable-output-lane bit
+(all zeros, as CUTLASS passes it, runs), .ws's zero-column mask when it masks or shifts and its descriptor's maximum
+shift (Q9), K = 96, tcgen05.shift.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
@@ -137,6 +140,20 @@ Q8 An F16 D (kind::f16 from f16 inputs, kind::f8f6f4; PTX ISA Table 39). PTX ISA
    an F32 D (d_cells) and each holds the f16 result in bits [0, 16). The upper 16 bits are not specified; they are
    written 0 here. The result is the exact sum (plus the old D read from the low 16 bits) rounded once to f16
    (round-to-nearest-even, overflow to infinity).
+
+Q9 tcgen05.mma.ws (PTX ISA 9.7.16.10.9.3, weight stationary): cta_group::1 only, kind::f16 / tf32 / f8f6f4 / i8,
+   M = 32, 64 or 128, N = 64, 128 or 256 (Table 39); D = A*B (+ D) as the plain form computes it. The collector is
+   B's (9.7.16.10, "Weights Stationary ... Collector buffer is applicable on matrix B"): four buffers b0..b3 a CTA,
+   .collector::bN::{fill, use, lastuse, discard} with A's semantics (Q6) on buffer N, default b0::discard
+   (Cta.b_collectors). D's cells (Data Path Layout Organization table: M = 32 Layout G "1x4", M = 64 Layout E, M = 128
+   Layout D, lane alignment 0; the figures' mapping from CUTLASS tmem_frg_ws, mma_traits_sm100_frag.hpp @ 7107b055, in
+   lanes and columns): M = 32: row i, column j at lane i + 32 (j // (N/4)), column col + j % (N/4); M = 64: lane
+   i + 64 (j // (N/2)), column col + j % (N/2); M = 128: lane i, column col + j (d_cells). The zero-column mask
+   descriptor (9.7.16.4.3, Table 45) is taken when it masks nothing: Non-Zero Mask (bit 39) 0 gives "all 0s"
+   (its Example 1) and a Column Shift (bits [56,62)) of 0 moves nothing; otherwise Unsupported, as its worked
+   examples contradict the field descriptions (Example 2: Skip Span 2, "consecutive columns where B matrix is used - 1",
+   yields runs of 4 used columns). The instruction descriptor's maximum shift (bits [30,32)) bounds B's reuse under
+   such a shift; what it does to a result is not written: Unsupported when set.
 """
 from __future__ import annotations
 
@@ -332,8 +349,8 @@ def decode_instr_descriptor(idesc: int, kind: str) -> InstrDescriptor:
         if saturate and kind != "i8":
             raise Hazard(f"idesc {idesc:#x}: saturate (bit 3) is for kind::i8 only (Table 42)")
         if field(30, 2):
-            raise Unsupported(f"idesc {idesc:#x}: the maximum shift (bits [30,32)) is for tcgen05.mma.ws, which is "
-                              "not implemented")
+            raise Unsupported(f"idesc {idesc:#x}: the maximum shift (bits [30,32)) of tcgen05.mma.ws's B reuse: what "
+                              "it does to a result is not written (emu.tcgen05 Q9)")
     negate_a, negate_b = bool(bit(13)), bool(bit(14))
     if (negate_a or negate_b) and not spec.negate:
         raise Hazard(f"idesc {idesc:#x}: negate A / B must be 0 for kind::{kind} (Table 42)")
@@ -565,7 +582,23 @@ def _check_shape(d: InstrDescriptor, ncta: int) -> None:
         raise Hazard(f"cta_group::{ncta} N = {d.n}: must be a multiple of {step} in [{step}, 256]")
 
 
-def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
+def _check_ws(d: InstrDescriptor, ncta: int, kind: str, zero_column_mask: int) -> None:
+    """tcgen05.mma.ws's shapes and kinds (PTX ISA Table 39) and its zero-column mask (module docstring Q9)."""
+    if ncta != 1 or kind not in ("f16", "tf32", "f8f6f4", "i8"):
+        raise Hazard(f"tcgen05.mma.ws.cta_group::{ncta}.kind::{kind}: .ws is cta_group::1 of kind::f16 / tf32 / f8f6f4 "
+                     "/ i8 only (PTX ISA Table 39)")
+    if d.m not in (32, 64, 128) or d.n not in (64, 128, 256):
+        raise Hazard(f"tcgen05.mma.ws M = {d.m}, N = {d.n}: must be M = 32 / 64 / 128, N = 64 / 128 / 256 (PTX ISA "
+                     "Table 39)")
+    if (zero_column_mask >> 36) & 0x7:
+        raise Hazard(f"zero-column mask descriptor {zero_column_mask:#x}: reserved bits [36,39) are set (PTX ISA Table "
+                     "45)")
+    if (zero_column_mask >> 39) & 1 or (zero_column_mask >> 56) & 0x3F:
+        raise Unsupported(f"tcgen05.mma.ws zero-column mask {zero_column_mask:#x} that masks or shifts B's columns: "
+                          "the ISA's worked examples contradict its field descriptions (PTX ISA 9.7.16.4.3)")
+
+
+def d_cells(m: int, n: int, ncta: int, d_taddr: int, ws: bool = False) -> tuple:
     """(lanes, columns), each [M / ncta, N], of the tensor-memory cells that hold one CTA's rows of D (its row i, D
     column j), or (None, columns) for the full data paths, which a slice reads. PTX ISA 9.7.16.10.5 draws the layouts;
     they are taken from CUTLASS tmem_frg (mma_traits_sm100_frag.hpp), in lanes and 32-bit columns:
@@ -573,18 +606,21 @@ def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
       M = 64 on one CTA ("half subpartitions" atom ((16,4),N):((1,32),128)): row i -> lane l0 + i % 16 + 32 (i // 16),
         column col + j, l0 the address's lane field, 0 or 16 (the top or bottom half of each 32-lane subpartition:
         CUTLASS's Interleaved allocation puts a second M = 64 tile there);
-      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))): row i -> lane i + 64 (j // (N/2)),
-        column col + j % (N/2)."""
+      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))) and .ws M = 64 (tmem_frg_ws's same
+        atom): row i -> lane i + 64 (j // (N/2)), column col + j % (N/2);
+      .ws M = 32 (tmem_frg_ws's "1x4" atom (32,(N/4,4)):(1,(128,32))): row i -> lane i + 32 (j // (N/4)), column
+        col + j % (N/4)."""
     lane0, col = split_taddr(d_taddr)
     rows = m // ncta
-    if rows == 128 or (rows == 64 and ncta == 2):
+    if rows == 128 or (rows == 64 and ncta == 2) or ws:
         if lane0 != 0:
-            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B and D.
+            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B, D, E and G.
             raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {m} (PTX ISA 9.7.16.10.5)")
         if rows == 128:
             return None, (col, col + n)
-        i, j = np.arange(64)[:, None], np.arange(n)[None, :]
-        return i + 64 * (j // (n // 2)), col + j % (n // 2)
+        split = 128 // rows  # the N / split columns of each of the `split` lane groups
+        i, j = np.arange(rows)[:, None], np.arange(n)[None, :]
+        return i + rows * (j // (n // split)), col + j % (n // split)
     if lane0 not in (0, 16):
         raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 or 16 for M = 64 on one CTA (the half of each "
                      "32-lane subpartition its rows use)")
@@ -592,8 +628,11 @@ def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
     return np.broadcast_to(lane0 + i % 16 + 32 * (i // 16), (64, n)), np.broadcast_to(col + j, (64, n))
 
 
-def d_columns(m: int, n: int, ncta: int) -> int:
-    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair."""
+def d_columns(m: int, n: int, ncta: int, ws: bool = False) -> int:
+    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair and .ws
+    M = 64, N / 4 for .ws M = 32."""
+    if ws:
+        return n * m // 128
     return n // 2 if (ncta == 2 and m == 128) else n
 
 
@@ -602,7 +641,8 @@ A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_taddr: int | None = None,
         sfb_taddr: int | None = None, accumulate: bool = False, kind: str = "mxf4nvf4", scale_vec: int | None = None,
-        collector: str = "discard", note=None, a_in_tmem: bool = False, scale_input_d: int = 0) -> None:
+        collector: str = "discard", note=None, a_in_tmem: bool = False, scale_input_d: int = 0,
+        zero_column_mask: int = 0) -> None:
     """One tcgen05.mma.cta_group::len(group).kind::`kind` instruction (PTX ISA 9.7.16.10.9.1):
     D = A x B^T (+ D if accumulate), and for the .block_scale kinds D = (A * scale_A) x (B * scale_B)^T (+ D)
     (9.7.16.10.7), scale_vec scales per row of A and of B (1X, 2X, 4X: blocks of K / scale_vec; None: the kind's
@@ -624,7 +664,9 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     integer sum (plus D) as s32; beyond the s32 range the saturate bit clamps it (Table 42), and without it the ISA
     gives no result: a Hazard.
 
-    collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+    collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard"; or, for the
+    weight-stationary form tcgen05.mma.ws (Q9), its B collector's "bN::op" (N = 0..3, op one of the same four).
+    zero_column_mask: .ws's optional zero-column-mask-desc (Q9; 0 when absent).
     a_in_tmem: the form with A in tensor memory ([a-tmem] for a-desc, PTX ISA 9.7.16.10.9.1): a_desc is then its
     address and A is read by tmem_a_operand (FP4 only).
     note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
@@ -633,8 +675,11 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     Open question (ISA silent): how a hardware NaN/inf scale or a 0x80-0xFF (negative) UE4M3 byte behaves.
     We decode scale bytes as signed e4m3fn (poison 0xFF -> NaN, which then propagates).
     """
-    if collector not in A_COLLECTOR_OPS:
-        raise Unsupported(f"tcgen05.mma .collector::a::{collector}")
+    ws = collector.startswith("b")
+    b_buffer, b_op = (int(collector[1]), collector.split("::")[1]) if ws else (None, "discard")
+    a_op = "discard" if ws else collector
+    if a_op not in A_COLLECTOR_OPS or b_op not in A_COLLECTOR_OPS or b_buffer not in (None, 0, 1, 2, 3):
+        raise Unsupported(f"tcgen05.mma collector usage {collector}")
     spec = MMA_KINDS.get(kind)
     if spec is None:
         raise Unsupported(f"tcgen05.mma kind::{kind}")
@@ -649,7 +694,10 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     _check_group(group)
     d = decode_instr_descriptor(idesc, kind)
     ncta = len(group)
-    _check_shape(d, ncta)
+    if ws:
+        _check_ws(d, ncta, kind, zero_column_mask)
+    else:
+        _check_shape(d, ncta)
     if scaled and d.scale_format not in spec.scale_vecs[scale_vec]:
         raise Hazard(f"kind::{kind} scale_vec::{scale_vec}X takes {' or '.join(spec.scale_vecs[scale_vec]).upper()} "
                      f"scale factors, the descriptor says {d.scale_format.upper()} (PTX ISA 9.7.16.10.7)")
@@ -664,22 +712,26 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
         raise Unsupported(f"tcgen05.mma kind::{kind} with a {d.a_format} A in tensor memory: where a 4- / 6-bit "
                           "element sits in its 8-bit tensor-memory container is drawn only (PTX ISA 9.7.16.10.4.3, "
                           "figures 199-201; emu.tcgen05 Q7)")
-    if a_in_tmem and (collector != "discard" or a_bits != 4):
-        raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{collector}")
-    if rows == 64 and (scaled or a_in_tmem or collector != "discard"):
+    if a_in_tmem and (a_op != "discard" or a_bits != 4):
+        raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{a_op}")
+    if rows < 128 and (scaled or a_in_tmem or a_op != "discard"):
         raise Unsupported(f"cta_group::{ncta} M = {d.m} with scale factors, A in tensor memory or an A collector: "
                           "their data-path layouts are drawn only as figures (PTX ISA 9.7.16.10.5)")
     a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
-    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr)
-    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta)
+    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr, ws)
+    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta, ws)
     if scaled and split_taddr(sfb_taddr)[1] % 2:
         raise Hazard(f"SFB address {sfb_taddr:#x}: column {split_taddr(sfb_taddr)[1]} is not 2-column (8-byte) aligned")
 
-    # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3).
-    b_codes = np.concatenate([read_operand_codes(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K, d.b_format,
-                                                 kind, d.transpose_b) for cta in group], axis=0)
+    # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3); .ws: maybe B's collector (Q9).
+    if b_op in ("use", "lastuse"):
+        b_codes = _collected(group[0].b_collectors.get(b_buffer), f"collector::b{b_buffer}::{b_op}",
+                             f"B collector buffer {b_buffer}", (d.n, K), group[0])
+    else:
+        b_codes = np.concatenate([read_operand_codes(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K,
+                                                     d.b_format, kind, d.transpose_b) for cta in group], axis=0)
     b_vals = element_values(b_codes, d.b_format)
     if d.negate_b:
         b_vals = -b_vals
@@ -690,20 +742,14 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     collected = []
     for cta in group:
         _check_allocated(cta, d_col, width, "tcgen05.mma D")
-        if collector in ("use", "lastuse"):
-            a_codes = cta.a_collector
-            if a_codes is None:
-                raise Hazard(f"tcgen05.mma .collector::a::{collector} in CTA {cta.ctaid}: the A collector is empty (no "
-                             ".collector::a::fill since its last lastuse/discard; PTX ISA tcgen05.mma .collector_usage)")
-            if a_codes.shape != (128, K):
-                raise Hazard(f"tcgen05.mma .collector::a::{collector}: the collector holds a {a_codes.shape} A, "
-                             f"this MMA needs (128, {K})")
+        if a_op in ("use", "lastuse"):
+            a_codes = _collected(cta.a_collector, f"collector::a::{a_op}", "the A collector", (128, K), cta)
         elif a_in_tmem:
             a_codes = tmem_a_operand(cta, a_desc, K)
         else:
             a_codes = read_operand_codes(lambda a, n, c=cta: _smem(c, a, n), a_sd, rows, K, d.a_format, kind,
                                          d.transpose_a)
-        collected.append(a_codes if collector in ("fill", "use") else None)
+        collected.append(a_codes if a_op in ("fill", "use") else None)
         a_vals = element_values(a_codes, d.a_format)
         if d.negate_a:
             a_vals = -a_vals
@@ -731,6 +777,20 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
         else:
             cta.tmem[lanes, cols] = bits
         cta.a_collector = keep
+    if ws:
+        group[0].b_collectors[b_buffer] = b_codes if b_op in ("fill", "use") else None
+
+
+def _collected(codes, usage: str, what: str, shape: tuple, cta: Cta) -> np.ndarray:
+    """An operand a .collector::a / .collector::bN ::use or ::lastuse (`usage`) reads from its collector buffer (`what`;
+    module docstring Q6, Q9): a Hazard when no ::fill since the last ::lastuse / ::discard left it filled, or it holds
+    another shape."""
+    if codes is None:
+        raise Hazard(f"tcgen05.mma .{usage} in CTA {cta.ctaid}: {what} is empty (no ::fill since its last "
+                     "lastuse/discard; PTX ISA tcgen05.mma .collector_usage)")
+    if codes.shape != shape:
+        raise Hazard(f"tcgen05.mma .{usage}: {what} holds a {codes.shape} operand, this MMA needs {shape}")
+    return codes
 
 
 def _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scale_vec, block, note) -> np.ndarray:

@@ -487,7 +487,6 @@ def test_decode_of_the_kinds_and_their_scale_vectors():
 
 
 @pytest.mark.parametrize("form, why", [
-    ("tcgen05.mma.ws.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;", r"weight-stationary"),
     ("tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, [%r3], %r2, %p1;", r"sparse"),
     ("tcgen05.mma.cta_group::1.kind::f16.block_scale [%r1], %rd1, %rd2, %r2, %p1;", r"takes no .block_scale"),
     ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, {%r3, %r4}, %p1;", r"disable-output-lane"),
