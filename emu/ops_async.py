@@ -651,7 +651,7 @@ def _tc_mma(ex, w, ins, mask):
     """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} {disable_output_lane,} enable_input_d {, scale_input_d} (PTX
     ISA tcgen05.mma): the .block_scale kinds take the two scale-factor addresses, the dense kinds an optional
     disable-output-lane vector (4 words a CTA) and kind::f16 / tf32 an optional immediate scale-input-d (_mma_form
-    checked the operands). An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
+    checked the operands); tcgen05.mma.ws ends in an optional 64-bit zero-column-mask-desc instead. An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
     zeros: include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
     names (and, under cta_group::2, in which CTA) is not written in a source we have."""
     _, n, kind, scale_vec, collector = ins.info
