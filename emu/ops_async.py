@@ -479,10 +479,11 @@ class Tcgen05:
     def decode(ins):
         op = ins.parts[1]
         if op == "shift":
-            # The ISA text at hand gives tcgen05.shift's shape only (.31x256b, implicit: PTX ISA 9.7.16.2.3): which
-            # lanes receive which rows is not pinned down by a source we have.
-            raise unsupported(ins, "tcgen05.shift (which lanes its implicit .31x256b shape moves where is not pinned "
-                                   "down by a source at hand)")
+            # PTX ISA 9.7.16.9.3's text does say what moves (the 32-byte elements of every row but the last of the 32
+            # lanes from taddr's, 32-aligned, one row down; shape .31x256b, 9.7.16.2.3); the asynchronous write is not
+            # emulated yet (its place among the tensor-memory ordering rules is not written here)
+            raise unsupported(ins, "tcgen05.shift (not emulated yet: its text, PTX ISA 9.7.16.9.3, moves rows 0..30 of "
+                                   "the warp's 32 lanes, 256 bits each, one row down)")
         if op not in Tcgen05.FORMS:
             raise unsupported(ins)
         n = _cta_group(ins)

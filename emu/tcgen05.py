@@ -23,7 +23,7 @@ Not implemented, each for the reason its message gives: a 6- / 4-bit A of kind::
 and tcgen05.cp's decompression (where a 4- / 6-bit element sits in its 8-bit tensor-memory container is drawn only:
 Q7), scale factors / a collector / A in tensor memory with the halved shapes, .sp, a set disable-output-lane bit
 (all zeros, as CUTLASS passes it, runs), .ws's zero-column mask when it masks or shifts and its descriptor's maximum
-shift (Q9), K = 96, tcgen05.shift.
+shift (Q9), K = 96, tcgen05.shift (not emulated yet, though PTX ISA 9.7.16.9.3's text says what it moves).
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
