@@ -1,5 +1,5 @@
-"""Number formats of the tcgen05 MMAs: e2m1, e4m3, e5m2, f16, bf16, tf32, 8-bit integer elements, e4m3 / ue8m0 scale
-factors, fp32 results.
+"""Number formats of the tcgen05 MMAs: e2m1, e2m3, e3m2, e4m3, e5m2, f16, bf16, tf32, 8-bit integer elements, e4m3 /
+ue8m0 scale factors, fp32 and f16 results.
 
 All decoders are 256- or 16-entry lookup tables built from the format definitions, applied with numpy
 fancy indexing (vectorised). Values decode to float64, in which every e2m1 x e4m3 x e2m1 x e4m3 product
@@ -11,6 +11,9 @@ Sources (independent of the code under test):
   0, 0.5, 1, 1.5, 2, 3, 4, 6. Two elements per byte, element 0 in the LOW nibble (little-endian sub-byte
   order, as CUTLASS's subbyte_reference and torch.float4_e2m1fn_x2 store it; PTX ISA 9.7.16.10.4.6 only
   says "two 4-bit elements in an 8-bit container, with no padding").
+- e2m3 / e3m2 (FP6): OCP Microscaling (MX) spec v1.0 section 5.3.2: 1 sign bit (bit 5), then 2 exponent bits
+  (bias 1) and 3 mantissa bits / 3 exponent bits (bias 3) and 2 mantissa bits, no inf/NaN, exponent 0 subnormal;
+  maxima 7.5 / 28. (How kind::f8f6f4 finds them in shared memory: emu.tcgen05.unpad_subbyte.)
 - e4m3 (float8_e4m3fn): PTX ISA 5.2.5.x / OCP FP8 spec: 1 sign, 4 exponent bits (bias 7), 3 mantissa bits;
   exponent 0 is subnormal (m/8 * 2^-6); S.1111.111 (0x7F / 0xFF) is NaN; there is no infinity; max 448.
   The MMA's scale type is UE4M3 (unsigned, PTX ISA 9.7.16.10.7.1 Table 55). A byte with the sign bit set is
@@ -55,6 +58,18 @@ def _build_ue8m0_table() -> np.ndarray:
     return table
 
 
+def _build_fp6_table(exp_bits: int, bias: int) -> np.ndarray:
+    """The 64 values of a 6-bit float with `exp_bits` exponent bits (OCP MX e2m3: 2, bias 1; e3m2: 3, bias 3)."""
+    man_bits = 5 - exp_bits
+    table = np.empty(64, dtype=np.float64)
+    for code in range(64):
+        sign = -1.0 if code & 0x20 else 1.0
+        exp, man = (code >> man_bits) & ((1 << exp_bits) - 1), code & ((1 << man_bits) - 1)
+        frac = man / (1 << man_bits)
+        table[code] = sign * (frac * 2.0 ** (1 - bias) if exp == 0 else (1.0 + frac) * 2.0 ** (exp - bias))
+    return table
+
+
 def _build_e5m2_table() -> np.ndarray:
     table = np.empty(256, dtype=np.float64)
     for byte in range(256):
@@ -72,6 +87,8 @@ def _build_e5m2_table() -> np.ndarray:
 E4M3FN_TABLE = _build_e4m3fn_table()
 E5M2_TABLE = _build_e5m2_table()
 UE8M0_TABLE = _build_ue8m0_table()
+E2M3_TABLE = _build_fp6_table(2, 1)
+E3M2_TABLE = _build_fp6_table(3, 3)
 
 
 def element_values(bits: np.ndarray, fmt: str) -> np.ndarray:
@@ -80,6 +97,8 @@ def element_values(bits: np.ndarray, fmt: str) -> np.ndarray:
     bits = np.asarray(bits)
     if fmt == "e2m1":
         return E2M1_TABLE[bits.astype(np.intp) & 0xF]
+    if fmt in ("e2m3", "e3m2"):
+        return (E2M3_TABLE if fmt == "e2m3" else E3M2_TABLE)[bits.astype(np.intp) & 0x3F]
     if fmt == "e4m3":
         return E4M3FN_TABLE[bits.astype(np.uint8)]
     if fmt == "e5m2":

@@ -479,10 +479,11 @@ class Tcgen05:
     def decode(ins):
         op = ins.parts[1]
         if op == "shift":
-            # The ISA text at hand gives tcgen05.shift's shape only (.31x256b, implicit: PTX ISA 9.7.16.2.3): which
-            # lanes receive which rows is not pinned down by a source we have.
-            raise unsupported(ins, "tcgen05.shift (which lanes its implicit .31x256b shape moves where is not pinned "
-                                   "down by a source at hand)")
+            # PTX ISA 9.7.16.9.3's text does say what moves (the 32-byte elements of every row but the last of the 32
+            # lanes from taddr's, 32-aligned, one row down; shape .31x256b, 9.7.16.2.3); the asynchronous write is not
+            # emulated yet (its place among the tensor-memory ordering rules is not written here)
+            raise unsupported(ins, "tcgen05.shift (not emulated yet: its text, PTX ISA 9.7.16.9.3, moves rows 0..30 of "
+                                   "the warp's 32 lanes, 256 bits each, one row down)")
         if op not in Tcgen05.FORMS:
             raise unsupported(ins)
         n = _cta_group(ins)
@@ -495,11 +496,12 @@ class Tcgen05:
             if (shape, multicast) not in tcgen05.CP_SHAPES:
                 raise unsupported(ins, "shape and multicast")
             if mods - {f"cta_group::{n}", shape, multicast}:
-                # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms: 16 packed 6- / 4-bit elements padded to 16
-                # bytes, the packing the PTX ISA draws only as figures (as for kind::f8f6f4's sub-byte operands)
+                # the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms: their padded source is in the text (emu.tcgen05
+                # Q7), where each element lands in its 8-bit tensor-memory container is not
                 raise unsupported(ins, "source decompression " + ", ".join(sorted(mods - {f"cta_group::{n}", shape,
                                                                                            multicast}))
-                                  + " (the padded 6- / 4-bit source packing is drawn only as figures)")
+                                  + " (where a 4- / 6-bit element lands in its 8-bit tensor-memory container is drawn "
+                                    "only: PTX ISA 9.7.16.9.1 figures 195, 197, 198; emu.tcgen05 Q7)")
             return ("cp", n, shape, multicast)
         if op in ("ld", "st"):
             shape = next((m for m in mods if "x" in m and m[0].isdigit()), None)
@@ -524,9 +526,12 @@ class Tcgen05:
 def _mma_form(ins, n: int, mods: set) -> tuple:
     """(kind, scale_vec, collector usage) of a tcgen05.mma (PTX ISA tcgen05.mma syntax): .kind::*, .block_scale with
     .scale_vec::NX or the block size that names it (.block16 / .block32: K / block scales a row), .collector::a::*
-    (none is ::discard). The weight-stationary (.ws) and sparse (.sp) forms, and .ashift, are not implemented."""
-    if ins.parts[1] != "mma" or {"ws", "sp"} & set(ins.parts):
-        raise unsupported(ins, "the weight-stationary (.ws) and sparse (.sp) forms")
+    (none is ::discard); tcgen05.mma.ws (9.7.16.10.9.3): its B collector's "bN::op" as the usage (none is b0::discard,
+    emu.tcgen05 Q9). The sparse (.sp) forms and .ashift are not implemented."""
+    ws = "ws" in mods
+    mods = mods - {"ws"}
+    if ins.parts[1] != "mma" or "sp" in ins.parts:
+        raise unsupported(ins, "the sparse (.sp) forms")
     kind = next((m.split("::")[1] for m in mods if m.startswith("kind::")), None)
     if kind not in tcgen05.MMA_KINDS:
         raise unsupported(ins, f"kind {kind}")
@@ -538,7 +543,8 @@ def _mma_form(ins, n: int, mods: set) -> tuple:
     scale_vecs |= {spec.k // int(m[5:]) for m in mods if m in ("block16", "block32")}
     if len(scale_vecs) > 1 or (scale_vecs and not scaled):
         raise unsupported(ins, "scale_vec / block qualifiers")
-    collectors = {f"collector::a::{op}" for op in tcgen05.A_COLLECTOR_OPS}
+    collectors = ({f"collector::b{i}::{op}" for i in range(4) for op in tcgen05.A_COLLECTOR_OPS} if ws else
+                  {f"collector::a::{op}" for op in tcgen05.A_COLLECTOR_OPS})
     known = {f"cta_group::{n}", f"kind::{kind}", "block_scale", "block16", "block32"} | collectors | {
         f"scale_vec::{v}X" for v in (1, 2, 4)}
     if mods - known:
@@ -547,10 +553,12 @@ def _mma_form(ins, n: int, mods: set) -> tuple:
     if len(usage) > 1:
         raise unsupported(ins, "more than one .collector::a qualifier")
     masks = [op for op in ins.operands if isinstance(op, Vec)]
-    if masks and (scaled or len(masks) > 1 or ins.operands[4] is not masks[0] or len(masks[0].items) != 4 * n):
+    if masks and (scaled or ws or len(masks) > 1 or ins.operands[4] is not masks[0] or len(masks[0].items) != 4 * n):
         raise unsupported(ins, "disable-output-lane where the ISA's dense form does not put it (4 words a CTA)")
     if len(ins.operands) - len(masks) not in ((7,) if scaled else (5, 6)):
         raise unsupported(ins, "operands")
+    if ws:  # no qualifier means .collector::b0::discard (PTX ISA tcgen05.mma.ws)
+        return kind, None, usage[0].split("::", 1)[1] if usage else "b0::discard"
     # No qualifier means .collector::a::discard (PTX ISA tcgen05.mma, .collector_usage).
     return kind, scale_vecs.pop() if scale_vecs else None, usage[0].split("::")[2] if usage else "discard"
 
@@ -644,7 +652,7 @@ def _tc_mma(ex, w, ins, mask):
     """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} {disable_output_lane,} enable_input_d {, scale_input_d} (PTX
     ISA tcgen05.mma): the .block_scale kinds take the two scale-factor addresses, the dense kinds an optional
     disable-output-lane vector (4 words a CTA) and kind::f16 / tf32 an optional immediate scale-input-d (_mma_form
-    checked the operands). An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
+    checked the operands); tcgen05.mma.ws ends in an optional 64-bit zero-column-mask-desc instead. An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
     zeros: include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
     names (and, under cta_group::2, in which CTA) is not written in a source we have."""
     _, n, kind, scale_vec, collector = ins.info
@@ -659,6 +667,8 @@ def _tc_mma(ex, w, ins, mask):
         operands = operands[:4] + operands[5:]
     sf_ops = operands[4:6] if scaled else []
     rest = operands[4 + len(sf_ops):]
+    ws = collector.startswith("b")  # tcgen05.mma.ws: its sixth operand is a zero-column-mask-desc (emu.tcgen05 Q9)
+    zero_mask = to_bits(w.read(rest.pop(), "b64", ex), "b64") if ws and len(rest) == 2 else np.zeros(WARP, np.uint64)
     d = lane_addresses(ex, w, d_op, 32)
     a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
     a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else to_bits(w.read(a_op, "b64", ex), "b64")
@@ -672,7 +682,7 @@ def _tc_mma(ex, w, ins, mask):
     for lane in _lane(mask):
         args = dict(d_taddr=int(d[lane]), a_desc=int(a[lane]), b_desc=int(b[lane]), idesc=int(idesc[lane]),
                     sfa_taddr=int(sfa[lane]) if scaled else None, sfb_taddr=int(sfb[lane]) if scaled else None,
-                    accumulate=bool(en[lane]), scale_input_d=int(scale_d[lane]))
+                    accumulate=bool(en[lane]), scale_input_d=int(scale_d[lane]), zero_column_mask=int(zero_mask[lane]))
         footprint = ordering.mma_footprint(group, args["d_taddr"], args["sfa_taddr"], args["sfb_taddr"], args["idesc"],
                                            args["a_desc"] if a_in_tmem else None)
         ordering.mma_overwrites(ex, w, ins, footprint)
@@ -694,14 +704,15 @@ def _tc_mma(ex, w, ins, mask):
 
 def _mma_cost(group, idesc: int, kind: str, collector: str, a_in_tmem: bool = False) -> Cost:
     """Per CTA of the group: M/len(group) rows of A from its shared memory (none when A comes from the collector or
-    from tensor memory) and N/len(group) rows of B (cta_group::2 splits B between the pair), K elements a row at the
-    kind's element size (module docstring of emu.tcgen05, Q1-Q6). The timed engine's MAC rate is FP4's for every
-    kind (b200.yaml: fitted on FP4 kernels only)."""
+    from tensor memory) and N/len(group) rows of B (cta_group::2 splits B between the pair; none when .ws takes B
+    from a collector buffer), K elements a row at the kind's element size (module docstring of emu.tcgen05, Q1-Q9).
+    The timed engine's MAC rate is FP4's for every kind (b200.yaml: fitted on FP4 kernels only)."""
     d = tcgen05.decode_instr_descriptor(idesc, kind)
     rows_a, rows_b = d.m // len(group), d.n // len(group)
     row_bytes = {fmt: d.k * tcgen05.element_bits(fmt, kind) // 8 for fmt in (d.a_format, d.b_format)}
     a_bytes = 0 if collector in ("use", "lastuse") or a_in_tmem else rows_a * row_bytes[d.a_format]
-    return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=rows_b * row_bytes[d.b_format], dests=group)
+    b_bytes = 0 if collector.endswith(("::use", "::lastuse")) else rows_b * row_bytes[d.b_format]
+    return Cost("mma", m=d.m, n=d.n, k=d.k, a_bytes=a_bytes, b_bytes=b_bytes, dests=group)
 
 
 def _tc_cp(ex, w, ins, mask):

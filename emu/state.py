@@ -232,6 +232,9 @@ class Cta:
     # The tensor core's A collector of this CTA (tcgen05.mma .collector::a::*): the A operand codes a
     # .collector::a::fill MMA kept, or None when empty (emu.tcgen05.mma, module docstring Q6).
     a_collector: object = None
+    # tcgen05.mma.ws's four B collector buffers: buffer number -> the B codes a .collector::bN::fill kept, None or
+    # absent when empty (emu.tcgen05.mma, module docstring Q9).
+    b_collectors: dict = field(default_factory=dict)
     # Per-CTA bookkeeping of the instruction families (each named where it is used):
     store_sources: list = field(default_factory=list)  # TMA-store source spans still to be read (ops_async)
     awaiting_init: dict = field(default_factory=dict)  # mbarrier offset -> warps that used it before its init

@@ -4,11 +4,14 @@ Implemented (everything else raises Unsupported, naming why):
   - shared-memory matrix descriptor and instruction descriptor decoding for every kind (PTX ISA Tables 42 / 43:
     reserved bits and undefined type codes are Hazards),
   - operand fetch through a K-major or MN-major descriptor (SWIZZLE_128B / 64B / 32B / none; MN-major from CUTLASS
-    make_umma_desc<MN>), elements of 4 (packed FP4), 8, 16 and 32 bits,
-  - tcgen05.mma.cta_group::{1,2} of kind::f16 (f16 / bf16, F32 D), kind::tf32, kind::f8f6f4 (e4m3 / e5m2), kind::i8
-    (s8 / u8, s32 D, saturate), with negate, transpose (MN-major) and scale-input-d; M = 64 / 128 (cta_group::1) and
-    128 / 256 (cta_group::2),
-  - tcgen05.mma ... .block_scale of kind::mxf8f6f4 (e4m3 / e5m2, scale_vec::1X), kind::mxf4 (scale_vec::2X) and
+    make_umma_desc<MN>), elements of 4 (packed FP4), 8, 16 and 32 bits, and kind::f8f6f4 / mxf8f6f4's padded 6- and
+    4-bit elements (Q7),
+  - tcgen05.mma.cta_group::{1,2} of kind::f16 (f16 / bf16; F32 D, or F16 D from f16), kind::tf32, kind::f8f6f4 (e4m3,
+    e5m2, e2m3, e3m2, e2m1, mixed; F32 or F16 D), kind::i8 (s8 / u8, s32 D, saturate), with negate, transpose
+    (MN-major) and scale-input-d; M = 64 / 128 (cta_group::1) and 128 / 256 (cta_group::2); an F16 D (Q8),
+  - tcgen05.mma.ws (weight-stationary, Q9) of kind::f16 / tf32 / f8f6f4 / i8: M = 32 / 64 / 128, N = 64 / 128 / 256,
+    the four B collector buffers, a zero-column mask that masks nothing,
+  - tcgen05.mma ... .block_scale of kind::mxf8f6f4 (every f8f6f4 type, scale_vec::1X), kind::mxf4 (scale_vec::2X) and
     kind::mxf4nvf4 (scale_vec::2X block32 UE8M0, scale_vec::4X block16 UE4M3 / UE8M0), SF_ID selecting the scale
     bytes, M = 128 (cta_group::1) and M = 256 (cta_group::2),
   - tcgen05.cp.cta_group::{1,2} of every shape and multicast (.128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 /
@@ -16,10 +19,11 @@ Implemented (everything else raises Unsupported, naming why):
   - tcgen05.ld / tcgen05.st of every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .xN, .pack::16b /
     .unpack::16b,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
-Not implemented, each for the reason its message gives: an F16 D and the 6- / 4-bit operands of kind::f8f6f4 /
-mxf8f6f4 (their packing is drawn only as figures), scale factors / a collector / A in tensor memory with the halved
-shapes, .ws, .sp, a set disable-output-lane bit (all zeros, as CUTLASS passes it, runs), K = 96, tcgen05.cp's
-decompression, tcgen05.shift.
+Not implemented, each for the reason its message gives: a 6- / 4-bit A of kind::f8f6f4 / mxf8f6f4 in tensor memory
+and tcgen05.cp's decompression (where a 4- / 6-bit element sits in its 8-bit tensor-memory container is drawn only:
+Q7), scale factors / a collector / A in tensor memory with the halved shapes, .sp, a set disable-output-lane bit
+(all zeros, as CUTLASS passes it, runs), .ws's zero-column mask when it masks or shifts and its descriptor's maximum
+shift (Q9), K = 96, tcgen05.shift (not emulated yet, though PTX ISA 9.7.16.9.3's text says what it moves).
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
@@ -106,6 +110,50 @@ Q6 The A collector (.collector::a::{fill, use, lastuse, discard}). PTX ISA 9.7.1
    which is empty afterwards; discard = read shared memory, collector empty afterwards. A use/lastuse with an
    empty collector is a Hazard (no valid fill). Since a collected A is the data of the fill, shared memory
    rewritten between fill and use is not seen (as on the hardware).
+
+Q7 The 6- and 4-bit operands of kind::f8f6f4 / mxf8f6f4 in shared memory (e2m3, e3m2, e2m1). Every 16 consecutive K
+   elements of a row fill one 16-byte chunk: packed from the chunk's first byte, then padding (4 bytes after 16
+   6-bit elements, 8 bytes after 16 4-bit ones). Sources, all text: PTX ISA 9.7.16.10.4.4 ("contiguously packed along
+   with padding"; its figures 202 / 203 draw it), 9.7.16.9.1.1 / 9.7.16.9.1.2 ("A contiguous set of 16 elements of
+   4-bits each followed by 8 bytes of padding", "16 elements of 6-bits each followed by 4 bytes of padding"), 5.5.1.1.1
+   (TMA's .b4x16_p64 / .b6x16_p32: sixteen packed elements copied from global memory "with the append of" 64 / 32 bits
+   of padding), the CUDA driver API's CUtensorMapDataType (16U4_ALIGN16B: "8 byte gaps between every 8 byte chunk of
+   packed values"; 16U6_ALIGN16B: "4 byte gaps between every 12 byte chunk"), and CUTLASS (NVIDIA/cutlass @ 7107b055):
+   SM100_MMA_F8F6F4_SS takes float_e2m1 / e2m3 / e3m2_unpacksmem_t operands with K = 32 ("Logical shape-K is always
+   256bits", mma_traits_sm100.hpp), whose TMA type is 16U4_ALIGN16B / 16U6_ALIGN16B (copy_sm90_desc.hpp
+   to_CUtensorMapDataType) and whose shared memory is allocated one uint8_t an element (SmemAllocTypeA,
+   sm100_blockscaled_mma_warpspecialized.hpp): so the descriptor walks the operand exactly as an 8-bit one (32 bytes
+   of a row a K block). Inside the packed bytes, element e of a chunk takes bits [b*e, b*e + b) of the chunk read as a
+   little-endian bit string (b = 4 or 6): the "packed values" the TMA copies as they are in global memory, where
+   CuTe's subbyte_reference (include/cute/container/array_subbyte.hpp) puts element i at bit b*i, low bits first,
+   straddling bytes. The padding is never read. Transpose (MN-major) is not defined for them (PTX ISA Table 52).
+   Not settled, so Unsupported: where a 4- or 6-bit element sits inside an 8-bit container in tensor memory (an A
+   of kind::mxf8f6f4 in tensor memory, PTX ISA 9.7.16.10.4.3, and what tcgen05.cp's .b8x16 decompression writes,
+   9.7.16.9.1) is drawn only (figures 195 / 197 / 198, 199-201); the text about the same containers elsewhere
+   disagrees: mma.sync keeps e2m1 in the central 4 bits (PTX ISA 9.7.14.5.14), ldmatrix's .b8x16.b4x16_p64 (which
+   refers to tcgen05's Optional Decompression) writes it to the low 4 (CUTLASS mma_traits_sm120.hpp fp4_shift_A).
+
+Q8 An F16 D (kind::f16 from f16 inputs, kind::f8f6f4; PTX ISA Table 39). PTX ISA 9.7.16.10.4.1: "The sub-word
+   elements of matrix D are expected not to be packed within a 32-bit Tensor Memory word ... a Tensor Memory word
+   would contain a single 16-bit element in its lower 16 bits"; CUTLASS tmem_frg (mma_traits_sm100_frag.hpp) likewise
+   gives every accumulator, half_t included, its own 32-bit column (StorageType uint32_t). So D's cells are those of
+   an F32 D (d_cells) and each holds the f16 result in bits [0, 16). The upper 16 bits are not specified; they are
+   written 0 here. The result is the exact sum (plus the old D read from the low 16 bits) rounded once to f16
+   (round-to-nearest-even, overflow to infinity).
+
+Q9 tcgen05.mma.ws (PTX ISA 9.7.16.10.9.3, weight stationary): cta_group::1 only, kind::f16 / tf32 / f8f6f4 / i8,
+   M = 32, 64 or 128, N = 64, 128 or 256 (Table 39); D = A*B (+ D) as the plain form computes it. The collector is
+   B's (9.7.16.10, "Weights Stationary ... Collector buffer is applicable on matrix B"): four buffers b0..b3 a CTA,
+   .collector::bN::{fill, use, lastuse, discard} with A's semantics (Q6) on buffer N, default b0::discard
+   (Cta.b_collectors). D's cells (Data Path Layout Organization table: M = 32 Layout G "1x4", M = 64 Layout E, M = 128
+   Layout D, lane alignment 0; the figures' mapping from CUTLASS tmem_frg_ws, mma_traits_sm100_frag.hpp @ 7107b055, in
+   lanes and columns): M = 32: row i, column j at lane i + 32 (j // (N/4)), column col + j % (N/4); M = 64: lane
+   i + 64 (j // (N/2)), column col + j % (N/2); M = 128: lane i, column col + j (d_cells). The zero-column mask
+   descriptor (9.7.16.4.3, Table 45) is taken when it masks nothing: Non-Zero Mask (bit 39) 0 gives "all 0s"
+   (its Example 1) and a Column Shift (bits [56,62)) of 0 moves nothing; otherwise Unsupported, as its worked
+   examples contradict the field descriptions (Example 2: Skip Span 2, "consecutive columns where B matrix is used - 1",
+   yields runs of 4 used columns). The instruction descriptor's maximum shift (bits [30,32)) bounds B's reuse under
+   such a shift; what it does to a result is not written: Unsupported when set.
 """
 from __future__ import annotations
 
@@ -227,7 +275,7 @@ F8F6F4_FORMATS = {0: "e4m3", 1: "e5m2", 3: "e2m3", 4: "e3m2", 5: "e2m1"}
 MMA_KINDS = {
     "f16": MmaKind(16, {0: "f16", 1: "bf16"}, {0: "f16", 1: "f32"}),
     "tf32": MmaKind(8, {2: "tf32"}, {1: "f32"}),
-    "f8f6f4": MmaKind(32, F8F6F4_FORMATS, {1: "f32"}),
+    "f8f6f4": MmaKind(32, F8F6F4_FORMATS, {0: "f16", 1: "f32"}),  # Table 39: .f32, .f16
     "i8": MmaKind(32, {0: "u8", 1: "s8"}, {2: "s32"}, negate=False),
     # block32 (MX) scales are UE8M0 (OCP MX spec 5.4.1); mxf4nvf4's block16 (scale_vec::4X) takes UE4M3 or UE8M0
     "mxf8f6f4": MmaKind(32, F8F6F4_FORMATS, {1: "f32"}, {1: ("ue8m0",)}),
@@ -236,9 +284,9 @@ MMA_KINDS = {
 }
 # Element bits in shared memory: 8-bit floats and integers one a byte, f16 / bf16 two bytes, tf32 a 32-bit container,
 # e2m1 of mxf4 / mxf4nvf4 two a byte (low nibble first, emu.numerics). The 6- and 4-bit formats of kind::f8f6f4 /
-# mxf8f6f4 (e2m3, e3m2, e2m1) sit in shared memory in padded groups (16 elements to 16 bytes: the .b6x16_p32 /
-# .b4x16_p64 formats tcgen05.cp names), drawn only as figures: not implemented.
+# mxf8f6f4 (e2m3, e3m2, e2m1) take a byte each too, as 16 elements in a padded 16-byte chunk (module docstring Q7).
 ELEMENT_BITS = {"e4m3": 8, "e5m2": 8, "u8": 8, "s8": 8, "f16": 16, "bf16": 16, "tf32": 32}
+PADDED_BITS = {"e2m3": 6, "e3m2": 6, "e2m1": 4}  # kind::f8f6f4 / mxf8f6f4: the packed bits of each padded element
 
 
 @dataclass(frozen=True)
@@ -296,13 +344,13 @@ def decode_instr_descriptor(idesc: int, kind: str) -> InstrDescriptor:
         if field(4, 2) not in spec.d_formats:
             raise Hazard(f"idesc {idesc:#x}: dtype {field(4, 2)} is not defined for kind::{kind} (Table 42)")
         d_format, saturate = spec.d_formats[field(4, 2)], bool(bit(3))
-        if d_format == "f16" and a_format != "f16":  # Table 39: an f16 D only from f16 inputs
+        if kind == "f16" and d_format == "f16" and a_format != "f16":  # Table 39: an f16 D only from f16 inputs
             raise Hazard(f"idesc {idesc:#x}: kind::f16 with an F16 D needs F16 inputs, got {a_format}")
         if saturate and kind != "i8":
             raise Hazard(f"idesc {idesc:#x}: saturate (bit 3) is for kind::i8 only (Table 42)")
         if field(30, 2):
-            raise Unsupported(f"idesc {idesc:#x}: the maximum shift (bits [30,32)) is for tcgen05.mma.ws, which is "
-                              "not implemented")
+            raise Unsupported(f"idesc {idesc:#x}: the maximum shift (bits [30,32)) of tcgen05.mma.ws's B reuse: what "
+                              "it does to a result is not written (emu.tcgen05 Q9)")
     negate_a, negate_b = bool(bit(13)), bool(bit(14))
     if (negate_a or negate_b) and not spec.negate:
         raise Hazard(f"idesc {idesc:#x}: negate A / B must be 0 for kind::{kind} (Table 42)")
@@ -328,14 +376,30 @@ def decode_instr_descriptor(idesc: int, kind: str) -> InstrDescriptor:
 
 
 def element_bits(fmt: str, kind: str) -> int:
-    """Bits an element of `fmt` takes in shared memory for `kind` (ELEMENT_BITS); Unsupported for the padded 6- and
-    4-bit formats of kind::f8f6f4 / mxf8f6f4."""
+    """Bits an element of `fmt` takes in shared memory for `kind` (ELEMENT_BITS): 4 for mxf4 / mxf4nvf4's packed e2m1,
+    8 for kind::f8f6f4 / mxf8f6f4's padded 6- and 4-bit elements (16 to a 16-byte chunk, module docstring Q7)."""
     if fmt == "e2m1" and kind in ("mxf4", "mxf4nvf4"):
         return 4
-    if fmt not in ELEMENT_BITS:
-        raise Unsupported(f"kind::{kind} with {fmt} operands: their padded shared-memory packing (16 elements to 16 "
-                          "bytes, the PTX ISA's packing figures) is not implemented")
-    return ELEMENT_BITS[fmt]
+    return 8 if fmt in PADDED_BITS else ELEMENT_BITS[fmt]
+
+
+def unpad_subbyte(chunks: np.ndarray, bits: int) -> np.ndarray:
+    """[rows, K] codes of the padded 6- / 4-bit elements from the [rows, K] bytes an operand fetch of one byte an
+    element returned (module docstring Q7): each 16 bytes are a chunk whose first 2 * bits bytes hold its 16 elements,
+    element e in bits [bits * e, bits * e + bits) of them read as a little-endian bit string; the rest is padding."""
+    rows, k = chunks.shape
+    packed = np.ascontiguousarray(chunks.reshape(rows, k // 16, 16)[..., :2 * bits])
+    stream = np.unpackbits(packed, axis=-1, bitorder="little").reshape(rows, k // 16, 16, bits)
+    return (stream.astype(np.uint8) << np.arange(bits, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8).reshape(rows, k)
+
+
+def read_operand_codes(read_smem, desc: SmemDescriptor, rows: int, k_elems: int, fmt: str, kind: str,
+                       mn_major: bool) -> np.ndarray:
+    """An MMA operand's [rows, k_elems] element codes in format `fmt` through desc (read_operand), the padded 6- / 4-bit
+    elements of kind::f8f6f4 / mxf8f6f4 unpadded (unpad_subbyte)."""
+    bits = element_bits(fmt, kind)
+    codes = read_operand(read_smem, desc, rows, k_elems, bits, mn_major)
+    return unpad_subbyte(codes, PADDED_BITS[fmt]) if bits == 8 and fmt in PADDED_BITS else codes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -518,7 +582,23 @@ def _check_shape(d: InstrDescriptor, ncta: int) -> None:
         raise Hazard(f"cta_group::{ncta} N = {d.n}: must be a multiple of {step} in [{step}, 256]")
 
 
-def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
+def _check_ws(d: InstrDescriptor, ncta: int, kind: str, zero_column_mask: int) -> None:
+    """tcgen05.mma.ws's shapes and kinds (PTX ISA Table 39) and its zero-column mask (module docstring Q9)."""
+    if ncta != 1 or kind not in ("f16", "tf32", "f8f6f4", "i8"):
+        raise Hazard(f"tcgen05.mma.ws.cta_group::{ncta}.kind::{kind}: .ws is cta_group::1 of kind::f16 / tf32 / f8f6f4 "
+                     "/ i8 only (PTX ISA Table 39)")
+    if d.m not in (32, 64, 128) or d.n not in (64, 128, 256):
+        raise Hazard(f"tcgen05.mma.ws M = {d.m}, N = {d.n}: must be M = 32 / 64 / 128, N = 64 / 128 / 256 (PTX ISA "
+                     "Table 39)")
+    if (zero_column_mask >> 36) & 0x7:
+        raise Hazard(f"zero-column mask descriptor {zero_column_mask:#x}: reserved bits [36,39) are set (PTX ISA Table "
+                     "45)")
+    if (zero_column_mask >> 39) & 1 or (zero_column_mask >> 56) & 0x3F:
+        raise Unsupported(f"tcgen05.mma.ws zero-column mask {zero_column_mask:#x} that masks or shifts B's columns: "
+                          "the ISA's worked examples contradict its field descriptions (PTX ISA 9.7.16.4.3)")
+
+
+def d_cells(m: int, n: int, ncta: int, d_taddr: int, ws: bool = False) -> tuple:
     """(lanes, columns), each [M / ncta, N], of the tensor-memory cells that hold one CTA's rows of D (its row i, D
     column j), or (None, columns) for the full data paths, which a slice reads. PTX ISA 9.7.16.10.5 draws the layouts;
     they are taken from CUTLASS tmem_frg (mma_traits_sm100_frag.hpp), in lanes and 32-bit columns:
@@ -526,18 +606,21 @@ def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
       M = 64 on one CTA ("half subpartitions" atom ((16,4),N):((1,32),128)): row i -> lane l0 + i % 16 + 32 (i // 16),
         column col + j, l0 the address's lane field, 0 or 16 (the top or bottom half of each 32-lane subpartition:
         CUTLASS's Interleaved allocation puts a second M = 64 tile there);
-      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))): row i -> lane i + 64 (j // (N/2)),
-        column col + j % (N/2)."""
+      M = 128 on a pair (64 rows a CTA, the "2x2" atom (64,(N/2,2)):(1,(128,64))) and .ws M = 64 (tmem_frg_ws's same
+        atom): row i -> lane i + 64 (j // (N/2)), column col + j % (N/2);
+      .ws M = 32 (tmem_frg_ws's "1x4" atom (32,(N/4,4)):(1,(128,32))): row i -> lane i + 32 (j // (N/4)), column
+        col + j % (N/4)."""
     lane0, col = split_taddr(d_taddr)
     rows = m // ncta
-    if rows == 128 or (rows == 64 and ncta == 2):
+    if rows == 128 or (rows == 64 and ncta == 2) or ws:
         if lane0 != 0:
-            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B and D.
+            # Data Path Layout Organization table: lane alignment 0 for Layouts A, B, D, E and G.
             raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 for M = {m} (PTX ISA 9.7.16.10.5)")
         if rows == 128:
             return None, (col, col + n)
-        i, j = np.arange(64)[:, None], np.arange(n)[None, :]
-        return i + 64 * (j // (n // 2)), col + j % (n // 2)
+        split = 128 // rows  # the N / split columns of each of the `split` lane groups
+        i, j = np.arange(rows)[:, None], np.arange(n)[None, :]
+        return i + rows * (j // (n // split)), col + j % (n // split)
     if lane0 not in (0, 16):
         raise Hazard(f"D address {d_taddr:#x}: lane field must be 0 or 16 for M = 64 on one CTA (the half of each "
                      "32-lane subpartition its rows use)")
@@ -545,8 +628,11 @@ def d_cells(m: int, n: int, ncta: int, d_taddr: int) -> tuple:
     return np.broadcast_to(lane0 + i % 16 + 32 * (i // 16), (64, n)), np.broadcast_to(col + j, (64, n))
 
 
-def d_columns(m: int, n: int, ncta: int) -> int:
-    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair."""
+def d_columns(m: int, n: int, ncta: int, ws: bool = False) -> int:
+    """The tensor-memory columns one MMA's D spans in each CTA (d_cells): N, or N / 2 for M = 128 on a pair and .ws
+    M = 64, N / 4 for .ws M = 32."""
+    if ws:
+        return n * m // 128
     return n // 2 if (ncta == 2 and m == 128) else n
 
 
@@ -555,7 +641,8 @@ A_COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
 
 def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_taddr: int | None = None,
         sfb_taddr: int | None = None, accumulate: bool = False, kind: str = "mxf4nvf4", scale_vec: int | None = None,
-        collector: str = "discard", note=None, a_in_tmem: bool = False, scale_input_d: int = 0) -> None:
+        collector: str = "discard", note=None, a_in_tmem: bool = False, scale_input_d: int = 0,
+        zero_column_mask: int = 0) -> None:
     """One tcgen05.mma.cta_group::len(group).kind::`kind` instruction (PTX ISA 9.7.16.10.9.1):
     D = A x B^T (+ D if accumulate), and for the .block_scale kinds D = (A * scale_A) x (B * scale_B)^T (+ D)
     (9.7.16.10.7), scale_vec scales per row of A and of B (1X, 2X, 4X: blocks of K / scale_vec; None: the kind's
@@ -571,13 +658,15 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
 
     Numerics: every element is decoded exactly to float64 (emu.numerics.element_values); each output element is the
     float64 dot product of the K exact products (plus D, times 2^-scale_input_d for kind::f16 / tf32: "D = A*B + D *
-    (2 ^ - scale-input-d)", PTX ISA tcgen05.mma), rounded once to fp32 (round-to-nearest-even). The hardware's
-    internal accumulation order and precision are not specified by the ISA; ours is (nearly) the exactly rounded
-    result, so comparisons against hardware need a tolerance. kind::i8: the exact integer sum (plus D) as s32; beyond
-    the s32 range the saturate bit clamps it (Table 42), and without it the ISA gives no result: a Hazard. A 16-bit
-    D (kind::f16, dtype F16) is Unsupported: how its values pack into tensor-memory columns is drawn only as a figure.
+    (2 ^ - scale-input-d)", PTX ISA tcgen05.mma), rounded once to fp32 (round-to-nearest-even), or to f16 for an F16
+    D (module docstring Q8). The hardware's internal accumulation order and precision are not specified by the ISA;
+    ours is (nearly) the exactly rounded result, so comparisons against hardware need a tolerance. kind::i8: the exact
+    integer sum (plus D) as s32; beyond the s32 range the saturate bit clamps it (Table 42), and without it the ISA
+    gives no result: a Hazard.
 
-    collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard".
+    collector: the .collector::a qualifier (module docstring Q6): "fill" / "use" / "lastuse" / "discard"; or, for the
+    weight-stationary form tcgen05.mma.ws (Q9), its B collector's "bN::op" (N = 0..3, op one of the same four).
+    zero_column_mask: .ws's optional zero-column-mask-desc (Q9; 0 when absent).
     a_in_tmem: the form with A in tensor memory ([a-tmem] for a-desc, PTX ISA 9.7.16.10.9.1): a_desc is then its
     address and A is read by tmem_a_operand (FP4 only).
     note: note(rule, detail) for scale factors not duplicated across the lane quadrants (_read_scale_factors);
@@ -586,8 +675,11 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     Open question (ISA silent): how a hardware NaN/inf scale or a 0x80-0xFF (negative) UE4M3 byte behaves.
     We decode scale bytes as signed e4m3fn (poison 0xFF -> NaN, which then propagates).
     """
-    if collector not in A_COLLECTOR_OPS:
-        raise Unsupported(f"tcgen05.mma .collector::a::{collector}")
+    ws = collector.startswith("b")
+    b_buffer, b_op = (int(collector[1]), collector.split("::")[1]) if ws else (None, "discard")
+    a_op = "discard" if ws else collector
+    if a_op not in A_COLLECTOR_OPS or b_op not in A_COLLECTOR_OPS or b_buffer not in (None, 0, 1, 2, 3):
+        raise Unsupported(f"tcgen05.mma collector usage {collector}")
     spec = MMA_KINDS.get(kind)
     if spec is None:
         raise Unsupported(f"tcgen05.mma kind::{kind}")
@@ -602,10 +694,10 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     _check_group(group)
     d = decode_instr_descriptor(idesc, kind)
     ncta = len(group)
-    _check_shape(d, ncta)
-    if d.d_format == "f16":
-        raise Unsupported("tcgen05.mma with an F16 D: how 16-bit D values pack into tensor-memory columns is drawn only "
-                          "as a figure (PTX ISA 9.7.16.10.5)")
+    if ws:
+        _check_ws(d, ncta, kind, zero_column_mask)
+    else:
+        _check_shape(d, ncta)
     if scaled and d.scale_format not in spec.scale_vecs[scale_vec]:
         raise Hazard(f"kind::{kind} scale_vec::{scale_vec}X takes {' or '.join(spec.scale_vecs[scale_vec]).upper()} "
                      f"scale factors, the descriptor says {d.scale_format.upper()} (PTX ISA 9.7.16.10.7)")
@@ -614,24 +706,32 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     if not 0 <= scale_input_d <= 15:
         raise Hazard(f"scale-input-d {scale_input_d}: must be in [0, 15] (PTX ISA tcgen05.mma)")
     K = d.k
-    a_bits, b_bits = element_bits(d.a_format, kind), element_bits(d.b_format, kind)
+    a_bits = element_bits(d.a_format, kind)
     n_per_cta, rows = d.n // ncta, d.m // ncta
-    if a_in_tmem and (collector != "discard" or a_bits != 4):
-        raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{collector}")
-    if rows == 64 and (scaled or a_in_tmem or collector != "discard"):
+    if a_in_tmem and a_bits == 8 and d.a_format in PADDED_BITS:
+        raise Unsupported(f"tcgen05.mma kind::{kind} with a {d.a_format} A in tensor memory: where a 4- / 6-bit "
+                          "element sits in its 8-bit tensor-memory container is drawn only (PTX ISA 9.7.16.10.4.3, "
+                          "figures 199-201; emu.tcgen05 Q7)")
+    if a_in_tmem and (a_op != "discard" or a_bits != 4):
+        raise Unsupported(f"tcgen05.mma with A in tensor memory and {d.a_format} elements / .collector::a::{a_op}")
+    if rows < 128 and (scaled or a_in_tmem or a_op != "discard"):
         raise Unsupported(f"cta_group::{ncta} M = {d.m} with scale factors, A in tensor memory or an A collector: "
                           "their data-path layouts are drawn only as figures (PTX ISA 9.7.16.10.5)")
     a_sd = None if a_in_tmem else decode_smem_descriptor(a_desc)
     b_sd = decode_smem_descriptor(b_desc)
 
-    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr)
-    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta)
+    lanes, cols = d_cells(d.m, d.n, ncta, d_taddr, ws)
+    d_col, width = split_taddr(d_taddr)[1], d_columns(d.m, d.n, ncta, ws)
     if scaled and split_taddr(sfb_taddr)[1] % 2:
         raise Hazard(f"SFB address {sfb_taddr:#x}: column {split_taddr(sfb_taddr)[1]} is not 2-column (8-byte) aligned")
 
-    # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3).
-    b_codes = np.concatenate([read_operand(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K, b_bits,
-                                           d.transpose_b) for cta in group], axis=0)
+    # B: rows [v*N/2, (v+1)*N/2) from CTA v's shared memory, same descriptor (Q3); .ws: maybe B's collector (Q9).
+    if b_op in ("use", "lastuse"):
+        b_codes = _collected(group[0].b_collectors.get(b_buffer), f"collector::b{b_buffer}::{b_op}",
+                             f"B collector buffer {b_buffer}", (d.n, K), group[0])
+    else:
+        b_codes = np.concatenate([read_operand_codes(lambda a, n, c=cta: _smem(c, a, n), b_sd, n_per_cta, K,
+                                                     d.b_format, kind, d.transpose_b) for cta in group], axis=0)
     b_vals = element_values(b_codes, d.b_format)
     if d.negate_b:
         b_vals = -b_vals
@@ -642,19 +742,14 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
     collected = []
     for cta in group:
         _check_allocated(cta, d_col, width, "tcgen05.mma D")
-        if collector in ("use", "lastuse"):
-            a_codes = cta.a_collector
-            if a_codes is None:
-                raise Hazard(f"tcgen05.mma .collector::a::{collector} in CTA {cta.ctaid}: the A collector is empty (no "
-                             ".collector::a::fill since its last lastuse/discard; PTX ISA tcgen05.mma .collector_usage)")
-            if a_codes.shape != (128, K):
-                raise Hazard(f"tcgen05.mma .collector::a::{collector}: the collector holds a {a_codes.shape} A, "
-                             f"this MMA needs (128, {K})")
+        if a_op in ("use", "lastuse"):
+            a_codes = _collected(cta.a_collector, f"collector::a::{a_op}", "the A collector", (128, K), cta)
         elif a_in_tmem:
             a_codes = tmem_a_operand(cta, a_desc, K)
         else:
-            a_codes = read_operand(lambda a, n, c=cta: _smem(c, a, n), a_sd, rows, K, a_bits, d.transpose_a)
-        collected.append(a_codes if collector in ("fill", "use") else None)
+            a_codes = read_operand_codes(lambda a, n, c=cta: _smem(c, a, n), a_sd, rows, K, d.a_format, kind,
+                                         d.transpose_a)
+        collected.append(a_codes if a_op in ("fill", "use") else None)
         a_vals = element_values(a_codes, d.a_format)
         if d.negate_a:
             a_vals = -a_vals
@@ -670,15 +765,32 @@ def mma(group: list, d_taddr: int, a_desc: int, b_desc: int, idesc: int, sfa_tad
                                  f"CTA {cta.ctaid} that hold no data (enable-input-d true on unwritten D)")
                 if d.d_format == "s32":
                     acc = acc + old.view(np.int32).astype(np.float64)
+                elif d.d_format == "f16":  # the low 16 bits of each cell (Q8)
+                    old_f16 = (old & 0xFFFF).astype(np.uint16).view(np.float16)
+                    acc = acc + old_f16.astype(np.float64) * 2.0 ** -scale_input_d
                 else:
                     acc = acc + old.view(np.float32).astype(np.float64) * 2.0 ** -scale_input_d
-        results.append(_s32_bits(acc, d.saturate) if d.d_format == "s32" else fp32_to_bits(round_to_fp32(acc)))
+        results.append(_d_words(acc, d))
     for cta, bits, keep in zip(group, results, collected):  # write after all reads (a 2-CTA MMA is one instruction)
         if lanes is None:
             cta.tmem[:, cols[0]:cols[1]] = bits
         else:
             cta.tmem[lanes, cols] = bits
         cta.a_collector = keep
+    if ws:
+        group[0].b_collectors[b_buffer] = b_codes if b_op in ("fill", "use") else None
+
+
+def _collected(codes, usage: str, what: str, shape: tuple, cta: Cta) -> np.ndarray:
+    """An operand a .collector::a / .collector::bN ::use or ::lastuse (`usage`) reads from its collector buffer (`what`;
+    module docstring Q6, Q9): a Hazard when no ::fill since the last ::lastuse / ::discard left it filled, or it holds
+    another shape."""
+    if codes is None:
+        raise Hazard(f"tcgen05.mma .{usage} in CTA {cta.ctaid}: {what} is empty (no ::fill since its last "
+                     "lastuse/discard; PTX ISA tcgen05.mma .collector_usage)")
+    if codes.shape != shape:
+        raise Hazard(f"tcgen05.mma .{usage}: {what} holds a {codes.shape} operand, this MMA needs {shape}")
+    return codes
 
 
 def _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scale_vec, block, note) -> np.ndarray:
@@ -692,6 +804,16 @@ def _scaled_product(cta, a_vals, b_vals, sf_table, sfa_taddr, sfb_taddr, d, scal
         return np.concatenate([_dot(a_scaled[32 * q:32 * q + 32], b_vals * np.repeat(sfb_q[q], block, axis=1))
                                for q in range(4)])  # [128, N] float64
     return _dot(a_scaled, b_vals * np.repeat(sfb_q[0], block, axis=1))  # duplicated (as the ISA asks): one B
+
+
+def _d_words(acc: np.ndarray, d: InstrDescriptor) -> np.ndarray:
+    """D's tensor-memory words from the exact float64 result: s32 (_s32_bits), fp32, or f16 (numpy's float64 -> float16
+    cast rounds to nearest even, once) in the low 16 bits with the upper 16 zero (module docstring Q8)."""
+    if d.d_format == "s32":
+        return _s32_bits(acc, d.saturate)
+    if d.d_format == "f16":
+        return acc.astype(np.float16).view(np.uint16).astype(np.uint32)
+    return fp32_to_bits(round_to_fp32(acc))
 
 
 def _s32_bits(acc: np.ndarray, saturate: bool) -> np.ndarray:

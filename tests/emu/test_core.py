@@ -83,12 +83,12 @@ def test_statements_end_at_semicolons_not_at_line_ends():
 
 
 def test_unsupported_forms_are_named_with_their_line():
-    k = parse_module(kernel_text("    add.s32 %r1, %r2, %r3;\n    tcgen05.mma.ws.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r3, %p1;\n"
+    k = parse_module(kernel_text("    add.s32 %r1, %r2, %r3;\n    tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, [%r2], %r3, %p1;\n"
                                  "    vote.sync.any.pred %p1, %p2, -1;"))
     with pytest.raises(Unsupported) as e:
         decode_kernel(k)
     msg = str(e.value)
-    assert "tcgen05.mma.ws.cta_group::1.kind::f16" in msg and "vote.sync.any.pred" in msg and "PTX line" in msg
+    assert "tcgen05.mma.sp.cta_group::1.kind::f16" in msg and "vote.sync.any.pred" in msg and "PTX line" in msg
 
 
 # ------------------------------------------------------------------ SIMT

@@ -290,6 +290,139 @@ def test_fp4_kinds_with_scale_vec_2x_read_two_bytes_from_sf_id(kind):
     np.testing.assert_allclose(d_of(cta, 0, 32), expect.astype(np.float32), rtol=1e-6, atol=0)
 
 
+# ---------------------------------------------------------------- kind::f8f6f4 / mxf8f6f4's padded 6- / 4-bit operands
+# Written from the text of PTX ISA 9.7.16.9.1 / 9.7.16.10.4.4 and the CUDA driver's 16U4_ALIGN16B / 16U6_ALIGN16B: each
+# 16 consecutive K elements of a row fill a 16-byte chunk, packed low bits first from its first byte (element e at bits
+# [b e, b e + b) of the little-endian chunk, as CuTe's subbyte_reference packs a global tensor), 8 / 4 bytes of padding
+# after them; the descriptor walks the chunks as an 8-bit operand's (one byte an element, 32 bytes a K block).
+
+FP_FORMATS = {"e2m3": (2, 3, 1), "e3m2": (3, 2, 3), "e2m1": (2, 1, 1)}  # exponent bits, mantissa bits, bias (OCP MX)
+
+
+def fp_value(codes, fmt):
+    """OCP MX v1.0 5.3: sign, exponent (bias), mantissa; exponent 0 subnormal; no inf / NaN."""
+    e_bits, m_bits, bias = FP_FORMATS[fmt]
+    codes = codes.astype(np.int64)
+    sign = np.where(codes >> (e_bits + m_bits) & 1, -1.0, 1.0)
+    exp, man = (codes >> m_bits) & ((1 << e_bits) - 1), codes & ((1 << m_bits) - 1)
+    frac = man / 2.0 ** m_bits
+    return sign * np.where(exp == 0, frac * 2.0 ** (1 - bias), (1 + frac) * 2.0 ** (exp - bias))
+
+
+def padded_rows(codes, bits, rng, layout="isa"):
+    """codes [R, 128] -> [R, 128] bytes, 16 elements a 16-byte chunk with random padding. layout "isa": packed from the
+    chunk's first byte, element 0 in the lowest bits; the misplaced layouts of the negative controls: "padding_first"
+    (the packed bytes at the chunk's end), "msb_first" (element 0 in the highest bits of the packed bytes)."""
+    out = rng.integers(0, 256, codes.shape, dtype=np.uint8)  # padding: whatever was there
+    nbytes = 2 * bits
+    for r in range(codes.shape[0]):
+        for c in range(codes.shape[1] // 16):
+            elements = [int(x) for x in codes[r, 16 * c:16 * c + 16]]
+            if layout == "msb_first":
+                elements = elements[::-1]
+            word = sum(x << (bits * e) for e, x in enumerate(elements))
+            at = 16 * c + (16 - nbytes if layout == "padding_first" else 0)
+            out[r, at:at + nbytes] = np.frombuffer(word.to_bytes(nbytes, "little"), np.uint8)
+    return out
+
+
+@pytest.mark.parametrize("a_fmt, b_fmt", [("e2m3", "e3m2"), ("e2m1", "e2m3"), ("e3m2", "e2m1")])
+def test_f8f6f4_reads_padded_6_and_4_bit_operands(a_fmt, b_fmt):
+    rng = np.random.default_rng(41)
+    (cta,) = ready()
+    code = {"e2m3": 3, "e3m2": 4, "e2m1": 5}
+    bits = {"e2m3": 6, "e3m2": 6, "e2m1": 4}
+    a = rng.integers(0, 1 << bits[a_fmt], (128, 128))
+    b = rng.integers(0, 1 << bits[b_fmt], (64, 128))
+    k_major(cta.smem, A_BASE, padded_rows(a, bits[a_fmt], rng))
+    k_major(cta.smem, B_BASE, padded_rows(b, bits[b_fmt], rng))
+    expect = np.zeros((128, 64))
+    for step, kb in enumerate((1, 2)):  # K 32 = 32 bytes a block, as an 8-bit operand
+        mma([cta], 0, desc(A_BASE + 32 * kb), desc(B_BASE + 32 * kb), idesc(128, 64, code[a_fmt], code[b_fmt]),
+            accumulate=step > 0, kind="f8f6f4")
+        ks = slice(32 * kb, 32 * kb + 32)
+        expect = expect + fp_value(a[:, ks], a_fmt) @ fp_value(b[:, ks], b_fmt).T
+    np.testing.assert_allclose(d_of(cta, 0, 64), expect.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["padding_first", "msb_first"])
+def test_padded_operands_misplaced_give_another_product(layout):
+    """Negative control: A's elements in a misplaced chunk layout (B as the ISA packs it) must not give the product
+    (the test above fails for an emulator that reads the chunks so; misplacing both operands alike would permute K in
+    both and leave some products unchanged)."""
+    rng = np.random.default_rng(42)
+    (cta,) = ready()
+    a = rng.integers(0, 64, (128, 128))
+    b = rng.integers(0, 64, (32, 128))
+    k_major(cta.smem, A_BASE, padded_rows(a, 6, rng, layout))
+    k_major(cta.smem, B_BASE, padded_rows(b, 6, rng))
+    mma([cta], 0, desc(A_BASE), desc(B_BASE), idesc(128, 32, 3, 3), kind="f8f6f4")
+    expect = fp_value(a[:, :32], "e2m3") @ fp_value(b[:, :32], "e2m3").T
+    assert not np.allclose(d_of(cta, 0, 32), expect.astype(np.float32), rtol=1e-3)
+
+
+def test_mxf8f6f4_scales_padded_e2m1_by_ue8m0_on_a_cta_pair():
+    rng = np.random.default_rng(43)
+    ctas = ready(2)
+    a = rng.integers(0, 16, (256, 128))
+    b = rng.integers(0, 16, (64, 128))
+    sfa = rng.integers(120, 135, (256, 4), dtype=np.uint8)
+    sfb = rng.integers(120, 135, (64, 4), dtype=np.uint8)
+    for v, cta in enumerate(ctas):  # CTA v: A rows 128v.., B rows 32v.., its own SFA, all of SFB
+        k_major(cta.smem, A_BASE, padded_rows(a[128 * v:128 * v + 128], 4, rng))
+        k_major(cta.smem, B_BASE, padded_rows(b[32 * v:32 * v + 32], 4, rng))
+        put_scales(cta, 256, sfa[128 * v:128 * v + 128])
+        put_scales(cta, 264, np.concatenate([sfb, sfb]))
+    word = scaled_idesc(256, 64, 5, 5, ue8m0=1, a_sf_id=1, b_sf_id=2)
+    mma(ctas, 0, desc(A_BASE + 96), desc(B_BASE + 96), word, 256, 264, kind="mxf8f6f4", scale_vec=1)
+    ks = slice(96, 128)
+    expect = (fp_value(a[:, ks], "e2m1") * ue8m0(sfa[:, 1:2])) @ (fp_value(b[:, ks], "e2m1") * ue8m0(sfb[:, 2:3])).T
+    got = np.concatenate([d_of(c, 0, 64) for c in ctas])
+    np.testing.assert_allclose(got, expect.astype(np.float32), rtol=1e-6, atol=0)
+
+
+# ---------------------------------------------------------------- an F16 D
+# PTX ISA 9.7.16.10.4.1: D's 16-bit elements are not packed, a tensor-memory word holds one "in its lower 16 bits":
+# D row i, column j at lane i, column d_col + j as an F32 D's, the f16 value in bits [0, 16).
+
+def test_f16_d_sits_in_the_low_half_of_one_column_an_element():
+    rng = np.random.default_rng(51)
+    (cta,) = ready()
+    a = torch.from_numpy(rng.standard_normal((128, 64))).to(torch.float16)
+    b = torch.from_numpy(rng.standard_normal((32, 64))).to(torch.float16)
+    k_major(cta.smem, A_BASE, a.view(torch.int16).numpy())
+    k_major(cta.smem, B_BASE, b.view(torch.int16).numpy())
+    old = torch.from_numpy(rng.standard_normal((128, 32))).to(torch.float16)
+    cta.tmem[:, 16:48] = old.view(torch.int16).numpy().view(np.uint16).astype(np.uint32) | 0xABCD0000  # upper halves
+    mma([cta], 16, desc(A_BASE + 64), desc(B_BASE + 64), idesc(128, 32, 0, 0, dtype=0), accumulate=True, kind="f16",
+        scale_input_d=1)
+    exact = as_f64(a)[:, 32:48] @ as_f64(b)[:, 32:48].T + as_f64(old) / 2
+    expect = torch.from_numpy(exact).to(torch.float16).view(torch.int16).numpy().view(np.uint16)
+    words = cta.tmem[:, 16:48]
+    np.testing.assert_array_equal(words & 0xFFFF, expect)  # rounded once to f16, each in its own column
+    assert (words >> 16 == 0).all()
+    # negative control: two f16 a word (a packed D) would leave columns 32..47 unwritten and mix j, j + 1
+    packed = expect[:, 0::2].astype(np.uint32) | (expect[:, 1::2].astype(np.uint32) << 16)
+    assert not np.array_equal(words[:, :16], packed)
+
+
+def test_f8f6f4_f16_d_read_back_by_tcgen05_ld_pack_16b():
+    """kind::f8f6f4 e4m3 x e2m1 with an F16 D, read as tcgen05.ld.32x32b.pack::16b reads it (two adjacent columns' low
+    halves into one register, the first in the low half: CUTLASS SM100_TMEM_LOAD_32dp32b1x_16b)."""
+    rng = np.random.default_rng(52)
+    (cta,) = ready()
+    a = rng.integers(0, 0x78, (128, 128), dtype=np.uint8)  # positive e4m3, no NaN
+    b = rng.integers(0, 16, (16, 128))
+    k_major(cta.smem, A_BASE, a)
+    k_major(cta.smem, B_BASE, padded_rows(b, 4, rng))
+    mma([cta], 0, desc(A_BASE), desc(B_BASE), idesc(128, 16, 0, 5, dtype=0), kind="f8f6f4")
+    av = as_f64(torch.from_numpy(a[:, :32].copy()).view(torch.float8_e4m3fn))
+    expect = torch.from_numpy(av @ fp_value(b[:, :32], "e2m1").T).to(torch.float16)
+    regs = tcgen05.tmem_load(cta, 0, 1, 8, "32x32b", pack=True)  # warp 1: lanes 32..63, 8 registers = 16 columns
+    halves = np.stack([regs & 0xFFFF, regs >> 16], axis=-1).reshape(32, 16).astype(np.uint16)
+    np.testing.assert_array_equal(halves, expect[32:64].view(torch.int16).numpy().view(np.uint16))
+
+
 # ---------------------------------------------------------------- what is refused, and why
 
 @pytest.mark.parametrize("kind, word, error, match", [
@@ -300,6 +433,7 @@ def test_fp4_kinds_with_scale_vec_2x_read_two_bytes_from_sf_id(kind):
     ("f8f6f4", idesc(128, 64, 2, 0), Hazard, r"atype and btype among"),
     ("f16", idesc(128, 64, 0, 0, saturate=1), Hazard, r"saturate \(bit 3\) is for kind::i8 only"),
     ("mxf4", scaled_idesc(128, 64, 1, 1, t_a=1), Hazard, r"transpose A/B is not supported for kind::mxf4"),
+    ("f8f6f4", idesc(128, 64, 0, 3, t_b=1), Hazard, r"not supported for kind::f8f6f4 with e2m3"),  # PTX ISA Table 52
     ("mxf8f6f4", scaled_idesc(128, 64, 0, 0) | (1 << 31), Hazard, r"K size bit 31 must be 0"),
     ("f16", idesc(128, 64, 0, 0) | (1 << 30), Unsupported, r"maximum shift .* tcgen05.mma.ws"),
 ])
@@ -315,8 +449,8 @@ def test_shapes_formats_and_scales_refused_with_their_reasons():
         (dict(idesc=scaled_idesc(64, 64, 1, 1, ue8m0=1), sfa_taddr=256, sfb_taddr=264, kind="mxf4", scale_vec=2),
          Unsupported, r"M = 64 with scale factors"),
         (dict(idesc=idesc(64, 64, 0, 0), kind="f16", d_taddr=32 << 16), Hazard, r"lane field must be 0 or 16"),
-        (dict(idesc=idesc(128, 64, 0, 0, dtype=0), kind="f16"), Unsupported, r"F16 D"),
-        (dict(idesc=idesc(128, 64, 5, 0), kind="f8f6f4"), Unsupported, r"e2m1 operands: their padded"),
+        (dict(idesc=idesc(128, 64, 5, 0), kind="f8f6f4", a_in_tmem=True), Unsupported,
+         r"e2m1 A in tensor memory: where a 4- / 6-bit element sits"),
         (dict(idesc=idesc(128, 64, 2, 2), kind="tf32", scale_input_d=16), Hazard, r"must be in \[0, 15\]"),
         (dict(idesc=idesc(128, 64, 1, 1, dtype=2), kind="i8", scale_input_d=1), Hazard, r"scale-input-d is for"),
         (dict(idesc=scaled_idesc(128, 64, 1, 1), sfa_taddr=256, sfb_taddr=264, kind="mxf4", scale_vec=2), Hazard,
@@ -353,13 +487,12 @@ def test_decode_of_the_kinds_and_their_scale_vectors():
 
 
 @pytest.mark.parametrize("form, why", [
-    ("tcgen05.mma.ws.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, %p1;", r"weight-stationary"),
     ("tcgen05.mma.sp.cta_group::1.kind::f16 [%r1], %rd1, %rd2, [%r3], %r2, %p1;", r"sparse"),
     ("tcgen05.mma.cta_group::1.kind::f16.block_scale [%r1], %rd1, %rd2, %r2, %p1;", r"takes no .block_scale"),
     ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r2, {%r3, %r4}, %p1;", r"disable-output-lane"),
     ("tcgen05.mma.cta_group::1.kind::mxf4.block_scale [%r1], %rd1, %rd2, %r2, [%r3], [%r4], {%r3, %r4, %r5, %r6}, "
      "%p1;", r"disable-output-lane"),
-    ("tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r1], %rd1;", r"padded 6- / 4-bit source packing"),
+    ("tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r1], %rd1;", r"lands in its 8-bit tensor-memory container"),
     ("tcgen05.shift.cta_group::1.down [%r1];", r"tcgen05.shift"),
 ])
 def test_forms_left_unsupported(form, why):
@@ -370,8 +503,9 @@ def test_forms_left_unsupported(form, why):
 
 
 def test_element_bits_per_kind():
-    assert [tcgen05.element_bits(f, k) for f, k in (("f16", "f16"), ("tf32", "tf32"), ("s8", "i8"),
-                                                    ("e5m2", "f8f6f4"), ("e2m1", "mxf4nvf4"))] == [16, 32, 8, 8, 4]
+    assert [tcgen05.element_bits(f, k) for f, k in (("f16", "f16"), ("tf32", "tf32"), ("s8", "i8"), ("e5m2", "f8f6f4"),
+                                                    ("e2m1", "mxf4nvf4"), ("e2m1", "mxf8f6f4"), ("e3m2", "f8f6f4"))] == [
+        16, 32, 8, 8, 4, 8, 8]  # a padded 6- / 4-bit element takes a byte: 16 to a 16-byte chunk
 
 
 CUTLASS_F16 = """
