@@ -684,7 +684,7 @@ def _tc_mma(ex, w, ins, mask):
                     sfa_taddr=int(sfa[lane]) if scaled else None, sfb_taddr=int(sfb[lane]) if scaled else None,
                     accumulate=bool(en[lane]), scale_input_d=int(scale_d[lane]), zero_column_mask=int(zero_mask[lane]))
         footprint = ordering.mma_footprint(group, args["d_taddr"], args["sfa_taddr"], args["sfb_taddr"], args["idesc"],
-                                           args["a_desc"] if a_in_tmem else None)
+                                           args["a_desc"] if a_in_tmem else None, ws)
         ordering.mma_overwrites(ex, w, ins, footprint)
         ordering.mma_reads_stores(ex, w, ins, ordering.mma_tmem_reads(
             group, args["sfa_taddr"], args["sfb_taddr"], args["idesc"], args["a_desc"] if a_in_tmem else None))

@@ -92,6 +92,7 @@ import numpy as np
 from . import precedents
 from .device import TMEM_COLUMNS
 from .state import Hazard
+from .tcgen05 import d_columns
 
 MMA_THEN_CP = "tcgen05-mma-then-cp-unordered"
 FENCE_BEFORE = "tcgen05-fence-before-thread-sync-missing"
@@ -195,14 +196,16 @@ def issued(ex, w, ins, kind: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- mma -> cp
-def mma_footprint(ctas: list, d_taddr: int, sfa_taddr, sfb_taddr, idesc: int, a_taddr=None) -> list:
+def mma_footprint(ctas: list, d_taddr: int, sfa_taddr, sfb_taddr, idesc: int, a_taddr=None,
+                  ws: bool = False) -> list:
     """(cta, first column, columns, written) of tensor memory a tcgen05.mma reads or writes: the accumulator (N
-    columns of 32-bit values, written), for a block-scaled kind its SFA (4 columns per 128 rows of A in each CTA) and
-    SFB (N/32 columns, at least one), both read (emu.tcgen05 module docstring Q2, Q4; None: no scales), and A's 8
-    columns when it is in tensor memory."""
+    columns of 32-bit values, fewer for M = 128 on a pair and the .ws M = 64 / 32 layouts: emu.tcgen05.d_columns,
+    written), for a block-scaled kind its SFA (4 columns per 128 rows of A in each CTA) and SFB (N/32 columns, at
+    least one), both read (emu.tcgen05 module docstring Q2, Q4; None: no scales), and A's 8 columns when it is in
+    tensor memory."""
     n = ((idesc >> 17) & 0x3F) << 3
     m = ((idesc >> 24) & 0x1F) << 4
-    cols = ((d_taddr & 0xFFFF, n // 2 if (len(ctas) == 2 and m == 128) else n, True),)  # (emu.tcgen05.d_columns)
+    cols = ((d_taddr & 0xFFFF, d_columns(m, n, len(ctas), ws), True),)
     if sfa_taddr is not None:
         cols += ((sfa_taddr & 0xFFFF, 4, False), (sfb_taddr & 0xFFFF, max(1, n // 32), False))
     if a_taddr is not None:

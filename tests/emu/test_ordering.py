@@ -403,3 +403,15 @@ def test_a_store_to_columns_no_datapath_reads_is_not_a_race():
     notes.clear()
     ordering.mma_reads_stores(ex, mma_warp, ins, reads)
     assert notes == []
+
+
+def test_an_mma_footprint_spans_the_columns_its_d_layout_writes():
+    """D's columns (emu.tcgen05.d_columns): N for M = 128, N / 2 for M = 128 on a pair, and for .ws N / 2 at M = 64
+    and N / 4 at M = 32 (their 2x2 and 1x4 data paths), so a load of columns past them races with nothing."""
+    cta, pair = SimpleNamespace(rank=0), [SimpleNamespace(rank=0), SimpleNamespace(rank=1)]
+    idesc = lambda m, n: ((m >> 4) << 24) | ((n >> 3) << 17)  # noqa: E731
+    d_span = lambda fp: [(c0, k) for _, c0, k, written in fp if written][0]  # noqa: E731
+    assert d_span(ordering.mma_footprint([cta], 0, None, None, idesc(128, 256))) == (0, 256)
+    assert d_span(ordering.mma_footprint(pair, 0, None, None, idesc(128, 256))) == (0, 128)
+    assert d_span(ordering.mma_footprint([cta], 0, None, None, idesc(64, 256), ws=True)) == (0, 128)
+    assert d_span(ordering.mma_footprint([cta], 0, None, None, idesc(32, 256), ws=True)) == (0, 64)
