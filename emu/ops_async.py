@@ -472,22 +472,20 @@ class _Rendezvous:
 
 @family("tcgen05")
 class Tcgen05:
-    FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "cp", "ld", "st", "wait::ld", "wait::st", "commit",
-             "fence::before_thread_sync", "fence::after_thread_sync"}
+    FORMS = {"alloc", "dealloc", "relinquish_alloc_permit", "mma", "cp", "shift", "ld", "st", "wait::ld", "wait::st",
+             "commit", "fence::before_thread_sync", "fence::after_thread_sync"}
 
     @staticmethod
     def decode(ins):
         op = ins.parts[1]
-        if op == "shift":
-            # PTX ISA 9.7.16.9.3's text does say what moves (the 32-byte elements of every row but the last of the 32
-            # lanes from taddr's, 32-aligned, one row down; shape .31x256b, 9.7.16.2.3); the asynchronous write is not
-            # emulated yet (its place among the tensor-memory ordering rules is not written here)
-            raise unsupported(ins, "tcgen05.shift (not emulated yet: its text, PTX ISA 9.7.16.9.3, moves rows 0..30 of "
-                                   "the warp's 32 lanes, 256 bits each, one row down)")
         if op not in Tcgen05.FORMS:
             raise unsupported(ins)
         n = _cta_group(ins)
         mods = set(ins.parts[2:])
+        if op == "shift":  # tcgen05.shift.cta_group.down [taddr] (PTX ISA 9.7.16.9.3)
+            if mods != {f"cta_group::{n}", "down"}:
+                raise unsupported(ins)
+            return ("shift", n)
         if op == "mma":
             return ("mma", n) + _mma_form(ins, n, mods)
         if op == "cp":
@@ -735,6 +733,21 @@ def _tc_cp(ex, w, ins, mask):
     return None
 
 
+def _tc_shift(ex, w, ins, mask):
+    """tcgen05.shift.cta_group.down [taddr] (emu.tcgen05.tmem_shift_down): asynchronous, in its CTA's tcgen05 queue as
+    tcgen05.cp is, and tracked by tcgen05.commit like it (PTX ISA 9.7.16.6: the mma / cp / shift a commit covers)."""
+    _, n = ins.info
+    t = lane_addresses(ex, w, ins.operands[0], 32)
+    group = _group(w.cta, n)
+    ordering.issued(ex, w, ins, "cp")
+    for lane in _lane(mask):
+        taddr = int(t[lane])
+        ordering.cp_issued(ex, w, ins, group, taddr, 8, "tcgen05.shift")
+        ex.submit(w.cta.cluster, AsyncOp("tcgen05.shift", lambda taddr=taddr: tcgen05.tmem_shift_down(group, taddr),
+                                         _issuing_queue(w), ins.line, Cost("cp", 31 * 32, dests=group)))
+    return None
+
+
 def _tc_commit(ex, w, ins, mask):
     _, n, multicast = ins.info
     mbar = lane_addresses(ex, w, ins.operands[0], 32)
@@ -889,8 +902,8 @@ def _tc_fence(ex, w, ins, mask):
 
 
 _TC = {"alloc": _tc_alloc, "dealloc": _tc_dealloc, "relinquish_alloc_permit": _tc_relinquish, "mma": _tc_mma,
-       "cp": _tc_cp, "commit": _tc_commit, "ld": _tc_ld, "st": _tc_st, "wait::ld": _tc_wait, "wait::st": _tc_wait,
-       "fence::before_thread_sync": _tc_fence, "fence::after_thread_sync": _tc_fence}
+       "cp": _tc_cp, "shift": _tc_shift, "commit": _tc_commit, "ld": _tc_ld, "st": _tc_st, "wait::ld": _tc_wait,
+       "wait::st": _tc_wait, "fence::before_thread_sync": _tc_fence, "fence::after_thread_sync": _tc_fence}
 
 
 # ---------------------------------------------------------------------------------------------- TMA store, bulk groups

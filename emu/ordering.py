@@ -221,9 +221,9 @@ def mma_issued(w, footprint: list, now: int, line: int) -> None:
         del recent[:-RECENT_MMAS]
 
 
-def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4) -> None:
+def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4, op: str = "tcgen05.cp") -> None:
     """tcgen05.cp writes ncols columns at taddr in each CTA of its group (4 for the 128-bit shapes, 8 for the 256-bit
-    ones): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
+    ones; tcgen05.shift its 8): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
     col = taddr & 0xFFFF
     for cta in ctas:
         for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
@@ -231,9 +231,10 @@ def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4) -> None:
                 continue  # the cp's warp has observed that MMA complete
             if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
                 ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
-                        f"tcgen05.cp writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
-                        f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before this copy (PTX ISA "
-                        f"9.7.16.6.2: mma -> cp is not a pipelined pair; the emulator runs them in issue order)")
+                        f"{op} writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
+                        f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before it (PTX ISA "
+                        f"9.7.16.6.2: mma -> {op.split('.')[1]} is not a pipelined pair; the emulator runs them in issue "
+                        f"order)")
                 return
 
 

@@ -16,6 +16,7 @@ Implemented (everything else raises Unsupported, naming why):
     bytes, M = 128 (cta_group::1) and M = 256 (cta_group::2),
   - tcgen05.cp.cta_group::{1,2} of every shape and multicast (.128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 /
     ::01_23, .32x128b.warpx4; not the decompressing .b8x16.b6x16_p32 / .b4x16_p64 forms),
+  - tcgen05.shift.cta_group::{1,2}.down (the implicit .31x256b: tmem_shift_down),
   - tcgen05.ld / tcgen05.st of every shape (.32x32b, .16x64b, .16x128b, .16x256b, .16x32bx2), .xN, .pack::16b /
     .unpack::16b,
   - tcgen05.alloc / dealloc / relinquish_alloc_permit.
@@ -23,7 +24,7 @@ Not implemented, each for the reason its message gives: a 6- / 4-bit A of kind::
 and tcgen05.cp's decompression (where a 4- / 6-bit element sits in its 8-bit tensor-memory container is drawn only:
 Q7), scale factors / a collector / A in tensor memory with the halved shapes, .sp, a set disable-output-lane bit
 (all zeros, as CUTLASS passes it, runs), .ws's zero-column mask when it masks or shifts and its descriptor's maximum
-shift (Q9), K = 96, tcgen05.shift (not emulated yet, though PTX ISA 9.7.16.9.3's text says what it moves).
+shift (Q9), K = 96.
 
 Sources. Primary: the PTX ISA, tcgen05 chapter (section numbers of PTX ISA 8.8/9.0, where the chapter is
 9.7.16; newer ISA versions renumber it 9.7.17 / 9.7.18 with the same sub-structure). Where the ISA gives the
@@ -914,6 +915,23 @@ def tmem_copy(group: list, taddr: int, s_desc: int, shape: str = "32x128b", mult
         words = np.ascontiguousarray(data).view("<u4").reshape(rows, ncols)
         for copy in range(lanes.shape[1]):
             cta.tmem[lanes[:, copy], col:col + ncols] = words
+
+
+def tmem_shift_down(group: list, taddr: int) -> None:
+    """tcgen05.shift.cta_group::len(group).down [taddr] (PTX ISA 9.7.16.9.3): "the shifting of 32-byte elements
+    downwards across all the rows, except the last, by one row"; the shape is the implicit .31x256b (9.7.16.2.3), the
+    lane of taddr aligned to 32. So in each CTA of the group, the 8 columns from taddr's and the 32 lanes from its
+    lane: lane L + r + 1 takes what lane L + r held, r = 0..30, and lane L + 31's words are gone. What lane L holds
+    afterwards the ISA does not say: it is poisoned (read before being written again it shows as data no one wrote)."""
+    _check_group(group)
+    lane, col = split_taddr(taddr)
+    if lane % 32:
+        raise Hazard(f"tcgen05.shift at lane {lane}: the lane of taddr must be aligned to 32 (PTX ISA 9.7.16.9.3)")
+    for cta in group:
+        _check_allocated(cta, col, 8, "tcgen05.shift")
+        rows = cta.tmem[lane:lane + 31, col:col + 8].copy()
+        cta.tmem[lane + 1:lane + 32, col:col + 8] = rows
+        cta.tmem[lane, col:col + 8] = POISON_WORD
 
 
 # --------------------------------------------------------------------------------------------------

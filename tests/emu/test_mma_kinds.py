@@ -493,7 +493,7 @@ def test_decode_of_the_kinds_and_their_scale_vectors():
     ("tcgen05.mma.cta_group::1.kind::mxf4.block_scale [%r1], %rd1, %rd2, %r2, [%r3], [%r4], {%r3, %r4, %r5, %r6}, "
      "%p1;", r"disable-output-lane"),
     ("tcgen05.cp.cta_group::1.128x256b.b8x16.b4x16_p64 [%r1], %rd1;", r"lands in its 8-bit tensor-memory container"),
-    ("tcgen05.shift.cta_group::1.down [%r1];", r"tcgen05.shift"),
+    ("tcgen05.shift.cta_group::1.up [%r1];", r"tcgen05.shift"),
 ])
 def test_forms_left_unsupported(form, why):
     k = parse_module(kernel_text(form + "\n ret;", params="", decls="  .reg .pred %p<3>;\n  .reg .b32 %r<8>;\n"

@@ -28,6 +28,7 @@ from emu.tcgen05 import (
     tmem_relinquish,
     tmem_store,
 )
+from tests.emu.ptx_kit import kernel_text, run_ptx, wait_loop
 
 SMEM_BYTES = 200 * 1024
 AB_DESC = 0x4000404000010000  # SW128, SBO 1024, LBO 16, version 1 (from the kernel's PTX)
@@ -586,7 +587,6 @@ ST_THEN_LD = """
 def test_st_lands_at_wait_st():
     """tcgen05.st is asynchronous until tcgen05.wait::st (PTX ISA 9.7.16.8.5): after the wait a load reads the stored
     words; without it, what the columns held before (the emulator writes as late as the ISA allows)."""
-    from tests.emu.ptx_kit import kernel_text, run_ptx
 
     ran = run_ptx(kernel_text(ST_THEN_LD.replace("WAIT_ST", "tcgen05.wait::st.sync.aligned;")), threads=32)
     assert (ran.words[:32] == np.arange(32) + 100).all()
@@ -621,7 +621,6 @@ def test_every_ld_st_shape_decodes_and_round_trips_in_ptx():
     """The forms PTX ISA 9.7.16.8.3-4 define beside .32x32b: .16x64b, .16x128b, .16x32bx2 (its immHalfSplitoff
     operand: after the address for ld, before the registers for st) and .unpack::16b / .pack::16b, run through the
     decoder: a store then a load of the same form gives the stored words back."""
-    from tests.emu.ptx_kit import kernel_text, run_ptx
 
     forms = [("16x64b.x1", "", "{%r2}", "{%r3}"), ("16x128b.x1", "", "{%r2, %r2}", "{%r3, %r4}"),
              ("16x32bx2.x1", ", 2", "{%r2}", "{%r3}"), ("32x32b.x1", "", "{%r2}", "{%r3}")]
@@ -668,7 +667,6 @@ def test_cp_forms_decode_and_decompression_is_named():
     name (what the emulator lacks, not the file's fault)."""
     from emu.isa import decode_kernel
     from emu.ptx import parse_module
-    from tests.emu.ptx_kit import kernel_text
 
     decode_kernel(parse_module(kernel_text("    tcgen05.cp.cta_group::1.128x256b [%r1], %rd1;\n"
                                            "    tcgen05.cp.cta_group::2.64x128b.warpx2::01_23 [%r1], %rd1;\n    ret;")))
@@ -692,3 +690,60 @@ def test_a_in_tensor_memory_is_the_shared_operand_cp_128x256b_copied():
     tcgen05.tmem_copy([cta], col, desc_at(desc, 0x2000), "128x256b", None)
     from_smem = tcgen05.read_operand(lambda a, n: cta.smem[a:a + n], sd, 128, 64, 4)
     assert (tcgen05.tmem_a_operand(cta, col, 64) == from_smem).all()
+
+
+# Warp 0 stores lane * 1000 + column into columns [8, 16) of its 32 lanes (a shift reaches past column 7), one thread
+# shifts them down with tcgen05.shift, commits, and the warp loads them back into `out` (lane-major, 8 words a lane).
+SHIFT = """
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r9, smem;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r9+64], 32;
+    bar.sync 0;
+    ld.shared.b32 %r20, [%r9+64];
+    add.u32 %r21, %r20, 8;
+    mul.lo.u32 %r2, %r1, 1000;
+    add.u32 %r10, %r2, 0;
+    add.u32 %r11, %r2, 1;
+    add.u32 %r12, %r2, 2;
+    add.u32 %r13, %r2, 3;
+    add.u32 %r14, %r2, 4;
+    add.u32 %r15, %r2, 5;
+    add.u32 %r16, %r2, 6;
+    add.u32 %r17, %r2, 7;
+    tcgen05.st.sync.aligned.32x32b.x8.b32 [%r21], {%r10, %r11, %r12, %r13, %r14, %r15, %r16, %r17};
+    tcgen05.wait::st.sync.aligned;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra SHIFTED;
+    mbarrier.init.shared.b64 [%r9], 1;
+    SHIFT_OP
+    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r9];
+SHIFTED:
+""" + wait_loop(hint=None) + """    tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r30, %r31, %r32, %r33, %r34, %r35, %r36, %r37}, [%r21];
+    tcgen05.wait::ld.sync.aligned;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 32;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v4.u32 [%rd3], {%r30, %r31, %r32, %r33};
+    st.global.v4.u32 [%rd3+16], {%r34, %r35, %r36, %r37};
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r20, 32;
+    tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+    ret;
+"""
+
+
+def test_shift_moves_every_row_but_the_last_one_row_down():
+    """PTX ISA 9.7.16.9.3: the 32-byte elements (8 columns) of rows L..L+30 move to L+1..L+31 (the last row's are
+    gone); row L is what the ISA leaves unsaid, poisoned here. The reference is numpy's, from the stored values."""
+    stored = np.arange(32)[:, None] * 1000 + np.arange(8)[None, :]
+    ran = run_ptx(kernel_text(SHIFT.replace("SHIFT_OP", "tcgen05.shift.cta_group::1.down [%r21];")), threads=32,
+                  out_words=256)
+    got = ran.words[:256].reshape(32, 8)
+    assert (got[1:] == stored[:-1]).all() and (got[0] == POISON_WORD).all()
+    unshifted = run_ptx(kernel_text(SHIFT.replace("SHIFT_OP", "")), threads=32, out_words=256)
+    assert (unshifted.words[:256].reshape(32, 8) == stored).all()  # the control: the same kernel without the shift
+
+
+def test_shift_from_a_lane_not_aligned_to_32_is_a_hazard():
+    with pytest.raises(Hazard, match="aligned to 32"):
+        run_ptx(kernel_text(SHIFT.replace("SHIFT_OP", "add.u32 %r22, %r21, 1048576;\n    "
+                                          "tcgen05.shift.cta_group::1.down [%r22];")), threads=32, out_words=256)
