@@ -221,14 +221,26 @@ def mma_issued(w, footprint: list, now: int, line: int) -> None:
         del recent[:-RECENT_MMAS]
 
 
+def _unobserved_mmas(w, cta):
+    """The recent MMAs of `cta` (warp key, clock, PTX line, spans), latest first, that `w` has not observed complete: a
+    tcgen05.commit covering it, then a completed wait on its mbarrier (the "tcdone" entry), which observes every
+    earlier MMA of that warp too."""
+    settled = set()
+    for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
+        if key in settled:
+            continue
+        if w.seen.get(("tcdone",) + key, -1) >= clock:
+            settled.add(key)
+            continue
+        yield key, clock, line, spans
+
+
 def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4, op: str = "tcgen05.cp") -> None:
     """tcgen05.cp writes ncols columns at taddr in each CTA of its group (4 for the 128-bit shapes, 8 for the 256-bit
     ones; tcgen05.shift its 8): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
     col = taddr & 0xFFFF
     for cta in ctas:
-        for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
-            if w.seen.get(("tcdone",) + key, -1) >= clock:
-                continue  # the cp's warp has observed that MMA complete
+        for key, clock, line, spans in _unobserved_mmas(w, cta):
             if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
                 ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
                         f"{op} writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
@@ -270,13 +282,7 @@ def _overlap(c0: int, n: int, col: int, ncols: int) -> bool:
 def ld_issued(w, load, col: int, ncols: int, line: int) -> None:
     """tcgen05.ld by `w` (`load`: its handle until ld_read) reads columns [col, col + ncols) of its quadrant: every
     MMA of its CTA that writes them must have been observed complete by `w` (MMA_THEN_LD: module docstring)."""
-    settled = set()
-    for key, clock, mma_line, spans in reversed(getattr(w.cta, "recent_mmas", ())):
-        if key in settled:
-            continue
-        if w.seen.get(("tcdone",) + key, -1) >= clock:
-            settled.add(key)  # observed complete, and with it every earlier MMA of that warp
-            continue
+    for key, clock, mma_line, spans in _unobserved_mmas(w, w.cta):
         if any(written and _overlap(c0, n, col, ncols) for c0, n, written in spans):
             raise Hazard(f"[{MMA_THEN_LD}] tcgen05.ld reads tensor-memory columns [{col}, {col + ncols}) of CTA rank "
                          f"{w.cta.rank} that the tcgen05.mma at PTX line {mma_line} (warp {key[1]} of CTA rank "
@@ -361,13 +367,7 @@ class TmemStores:
 def st_issued(ex, w, ins, col: int, ncols: int) -> None:
     """tcgen05.st by `w` writes columns [col, col + ncols) of its quadrant, complete at its next tcgen05.wait::st: note
     an earlier MMA of its CTA touching them that `w` has not observed complete (MMA_THEN_ST)."""
-    settled = set()
-    for key, clock, line, spans in reversed(getattr(w.cta, "recent_mmas", ())):
-        if key in settled:
-            continue
-        if w.seen.get(("tcdone",) + key, -1) >= clock:
-            settled.add(key)  # observed complete, and with it every earlier MMA of that warp
-            continue
+    for key, clock, line, spans in _unobserved_mmas(w, w.cta):
         if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
             ex.note(MMA_THEN_ST, f"{ins.where()} ({_role(w)})", precedents.JIAB_ST_THEN_MMA,
                     f"tcgen05.st writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {w.cta.rank} that the "

@@ -294,9 +294,9 @@ def test_dealloc_before_the_epilogue_reads_are_ordered_is_a_note_at_every_schedu
 
 # Scale factors written with tcgen05.st by every warp, read by warp 0's MMA (jIab-b's hand-off, each warp storing
 # its own lane quadrant: here the SFA words of columns 64-67 and the SFB words of columns 68, 69, the same in every
-# quadrant as PTX ISA 9.7.16.10.7 asks). Round 1 is ordered (st; wait::st;
-# fence::before_thread_sync; bar.sync; fence::after_thread_sync; mma). Round 2 waits for MMA 1 on its commit, stores
-# again and, with SYNC empty, issues MMA 2 with no barrier after the other warps' stores. smem: +0 the first commit's
+# quadrant as PTX ISA 9.7.16.10.7 asks). Round 1 is ordered (st; wait::st; fence::before_thread_sync; bar.sync;
+# fence::after_thread_sync; mma). Round 2 waits for MMA 1 on its commit, stores again and, with SYNC empty, issues
+# MMA 2 with no barrier after the other warps' stores. smem: +0 the first commit's
 # mbarrier, +8 the second's, +64 the tensor-memory address, +4096 A and B (their bytes do not matter).
 SCALE_STORES = f"""
     mov.u32 %r1, %tid.x;
