@@ -221,10 +221,10 @@ def mma_issued(w, footprint: list, now: int, line: int) -> None:
         del recent[:-RECENT_MMAS]
 
 
-def _unobserved_mmas(w, cta):
-    """The recent MMAs of `cta` (warp key, clock, PTX line, spans), latest first, that `w` has not observed complete: a
-    tcgen05.commit covering it, then a completed wait on its mbarrier (the "tcdone" entry), which observes every
-    earlier MMA of that warp too."""
+def _unordered_mma(w, cta, col: int, ncols: int, writes_only: bool = False):
+    """(warp key, PTX line) of the latest MMA of `cta` touching columns [col, col + ncols) (writes_only: its D) that
+    `w` has not observed complete, or None. Observed: a tcgen05.commit covering it, then a completed wait on its
+    mbarrier (the "tcdone" entry), which observes every earlier MMA of that warp too."""
     settled = set()
     for key, clock, line, spans in reversed(getattr(cta, "recent_mmas", ())):
         if key in settled:
@@ -232,7 +232,9 @@ def _unobserved_mmas(w, cta):
         if w.seen.get(("tcdone",) + key, -1) >= clock:
             settled.add(key)
             continue
-        yield key, clock, line, spans
+        if any((written or not writes_only) and _overlap(c0, n, col, ncols) for c0, n, written in spans):
+            return key, line
+    return None
 
 
 def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4, op: str = "tcgen05.cp") -> None:
@@ -240,14 +242,14 @@ def cp_issued(ex, w, ins, ctas: list, taddr: int, ncols: int = 4, op: str = "tcg
     ones; tcgen05.shift its 8): note an earlier, unobserved MMA of the CTA that touches them (MMA_THEN_CP)."""
     col = taddr & 0xFFFF
     for cta in ctas:
-        for key, clock, line, spans in _unobserved_mmas(w, cta):
-            if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
-                ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
-                        f"{op} writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
-                        f"tcgen05.mma at PTX line {line} reads, and nothing orders that MMA before it (PTX ISA "
-                        f"9.7.16.6.2: mma -> {op.split('.')[1]} is not a pipelined pair; the emulator runs them in issue "
-                        f"order)")
-                return
+        unordered = _unordered_mma(w, cta, col, ncols)
+        if unordered is not None:
+            ex.note(MMA_THEN_CP, f"{ins.where()} ({_role(w)})", precedents.TCGEN05_MMA_THEN_CP,
+                    f"{op} writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {cta.rank} that the "
+                    f"tcgen05.mma at PTX line {unordered[1]} reads, and nothing orders that MMA before it (PTX ISA "
+                    f"9.7.16.6.2: mma -> {op.split('.')[1]} is not a pipelined pair; the emulator runs them in issue "
+                    f"order)")
+            return
 
 
 # ---------------------------------------------------------------------------------------------- ld <-> mma
@@ -282,13 +284,14 @@ def _overlap(c0: int, n: int, col: int, ncols: int) -> bool:
 def ld_issued(w, load, col: int, ncols: int, line: int) -> None:
     """tcgen05.ld by `w` (`load`: its handle until ld_read) reads columns [col, col + ncols) of its quadrant: every
     MMA of its CTA that writes them must have been observed complete by `w` (MMA_THEN_LD: module docstring)."""
-    for key, clock, mma_line, spans in _unobserved_mmas(w, w.cta):
-        if any(written and _overlap(c0, n, col, ncols) for c0, n, written in spans):
-            raise Hazard(f"[{MMA_THEN_LD}] tcgen05.ld reads tensor-memory columns [{col}, {col + ncols}) of CTA rank "
-                         f"{w.cta.rank} that the tcgen05.mma at PTX line {mma_line} (warp {key[1]} of CTA rank "
-                         f"{key[0]}) writes, and this warp has not observed that MMA complete (a tcgen05.commit "
-                         f"covering it, then a completed wait on its mbarrier): PTX ISA 9.7.16.6.3 orders another "
-                         f"thread's tcgen05.mma before this load only through that synchronisation")
+    unordered = _unordered_mma(w, w.cta, col, ncols, writes_only=True)
+    if unordered is not None:
+        (rank, wid), mma_line = unordered
+        raise Hazard(f"[{MMA_THEN_LD}] tcgen05.ld reads tensor-memory columns [{col}, {col + ncols}) of CTA rank "
+                     f"{w.cta.rank} that the tcgen05.mma at PTX line {mma_line} (warp {wid} of CTA rank {rank}) "
+                     f"writes, and this warp has not observed that MMA complete (a tcgen05.commit covering it, then a "
+                     f"completed wait on its mbarrier): PTX ISA 9.7.16.6.3 orders another thread's tcgen05.mma before "
+                     f"this load only through that synchronisation")
     reads, key = _reads(w.cta), _key(w)
     reads.pending.setdefault(key, {})[load] = (col, ncols, line)
     reads.unwaited.setdefault(key, []).append((col, ncols))
@@ -367,14 +370,14 @@ class TmemStores:
 def st_issued(ex, w, ins, col: int, ncols: int) -> None:
     """tcgen05.st by `w` writes columns [col, col + ncols) of its quadrant, complete at its next tcgen05.wait::st: note
     an earlier MMA of its CTA touching them that `w` has not observed complete (MMA_THEN_ST)."""
-    for key, clock, line, spans in _unobserved_mmas(w, w.cta):
-        if any(_overlap(c0, n, col, ncols) for c0, n, _ in spans):
-            ex.note(MMA_THEN_ST, f"{ins.where()} ({_role(w)})", precedents.JIAB_ST_THEN_MMA,
-                    f"tcgen05.st writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {w.cta.rank} that the "
-                    f"tcgen05.mma at PTX line {line} (warp {key[1]}) reads or writes, and this warp has not observed "
-                    f"that MMA complete (a tcgen05.commit covering it, then a completed wait on its mbarrier): PTX ISA "
-                    f"9.7.16.6.3 orders them only through that synchronisation, so the MMA may read the new words")
-            break
+    unordered = _unordered_mma(w, w.cta, col, ncols)
+    if unordered is not None:
+        (_, wid), line = unordered
+        ex.note(MMA_THEN_ST, f"{ins.where()} ({_role(w)})", precedents.JIAB_ST_THEN_MMA,
+                f"tcgen05.st writes tensor-memory columns [{col}, {col + ncols}) of CTA rank {w.cta.rank} that the "
+                f"tcgen05.mma at PTX line {line} (warp {wid}) reads or writes, and this warp has not observed that MMA "
+                f"complete (a tcgen05.commit covering it, then a completed wait on its mbarrier): PTX ISA 9.7.16.6.3 "
+                f"orders them only through that synchronisation, so the MMA may read the new words")
     stores = getattr(w.cta, "tmem_stores", None)
     if stores is None:
         stores = w.cta.tmem_stores = TmemStores()
