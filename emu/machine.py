@@ -19,6 +19,7 @@ import bisect
 import collections
 import contextlib
 import ctypes
+import functools
 import gc
 import hashlib
 import operator
@@ -29,7 +30,7 @@ import numpy as np
 
 from .isa import BLOCK, JUMPED, Control, decode_kernel
 from .lint import check_kernel
-from .simt import NO_LANES, WARP, Warp
+from .simt import ALL_LANES, NO_LANES, WARP, Warp
 from .ptx import initial_bytes
 from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, Cluster, Cta, EmulatorError, GlobalMemory, Hazard, Note,
                     Unsupported)
@@ -122,6 +123,11 @@ class Draws:
         self._state = c.state.value
         self._next32 = ctypes.PYFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p)(_address(c.next_uint32))
         self._next_double = ctypes.PYFUNCTYPE(ctypes.c_double, ctypes.c_void_p)(_address(c.next_double))
+        # The scheduler's draws, plain callables (a method's lookups cost as much as the C call):
+        # below(n), 1 <= n <= 2^32: an int in [0, n), as integers(n) (a warp, a quantum, an operation in flight);
+        # random(): a float in [0, 1), as Generator.random()
+        self.below = _lemire(self._next32, self._state)
+        self.random = functools.partial(self._next_double, self._state)
 
     def integers(self, low: int, high: int | None = None) -> int:
         """An int in [low, high) ([0, low) with one argument), as int(Generator.integers(low, high))."""
@@ -144,9 +150,20 @@ class Draws:
                 m = self._next32(self._state) * excl
         return low + (m >> 32)
 
-    def random(self) -> float:
-        """A float in [0, 1), as Generator.random()."""
-        return self._next_double(self._state)
+def _lemire(next32, state):
+    """Draws.below on one bit generator's next_uint32: numpy's bounded draw of integers(n) (Draws.integers)."""
+
+    def below(n: int) -> int:
+        if n == 1:
+            return 0  # (no draw, as integers)
+        m = next32(state) * n
+        if m & 0xFFFFFFFF < n:
+            threshold = (0x100000000 - n) % n
+            while m & 0xFFFFFFFF < threshold:
+                m = next32(state) * n
+        return m >> 32
+
+    return below
 
 
 def _address(function) -> int:
@@ -224,6 +241,8 @@ class InFlight:
     def pop_completable(self, pick):
         """Remove and return the r-th (from 0) completable operation in issue order, r = pick(how many can complete);
         None when none can."""
+        if not self.gated:  # (the usual case: nothing in `ops` can say no)
+            return self.take(pick(len(self.ops))) if self.ops else None
         blocked = self.blocked()
         count = len(self.ops) - len(blocked)
         if not count:
@@ -249,7 +268,8 @@ class InFlight:
         queue, if any, takes its place in issue order."""
         op = self.ops.pop(pos)
         self.size -= 1
-        self._shift(pos, -1)
+        if self.gated:
+            self._shift(pos, -1)
         if op.queue is not None:
             self._next_of(op.queue)
         elif op.ready is not None:
@@ -631,7 +651,7 @@ class Machine:
 
     def complete_one(self, cluster) -> bool:
         """Complete one in-flight operation drawn uniformly from those that can complete now; False if none can."""
-        op = cluster.inflight.pop_completable(self.rng.integers)
+        op = cluster.inflight.pop_completable(self.rng.below)
         if op is None:
             return False
         if self.digest is not None:
@@ -668,15 +688,6 @@ class Machine:
                 self.run_cluster(cl)
             if self.progress:
                 self.progress(n + 1, len(ids))
-
-    def _wakes(self, w, wakeable: list) -> bool:
-        """Whether w, asleep on an mbarrier that has changed since, wakes now: at once under most policies; under a
-        late-wake policy with probability wake_prob (else it joins `wakeable`). run_cluster tests the rest inline."""
-        if self.knobs["wake_prob"] < 1.0 and self.rng.random() >= self.knobs["wake_prob"]:
-            wakeable.append(w)
-            return False
-        w.sleep_key = None
-        return True
 
     def _turn_order(self, cl) -> dict:
         """warp -> class (lower runs first) for the policy's priority and starvation; {} when uniform."""
@@ -715,20 +726,43 @@ class Machine:
         warps = [w for cta in cl.ctas for w in cta.warps]
         rng = self.rng
         order = self._turn_order(cl)
+        # the turn's names bound once: a K split's schedule takes ~10^6 turns, most of them a spin-waiter's three
+        # instructions, so the turn itself is a large part of its cost
+        below, random, inflight, step_warp = rng.below, rng.random, cl.inflight, self.step_warp
+        completion_prob, max_quantum, wake_prob = self.completion_prob, self.max_quantum, self.knobs["wake_prob"]
+        late = wake_prob < 1.0
         mark = None  # cluster progress when the spinners were last woken with nothing else to run
         while True:
+            if inflight.size and not late:
+                # Whether an operation completes first needs only whether some warp can run (the first one found
+                # ends the look): a warp that the full look below would wake now wakes as well after the completion
+                # (barrier versions only grow), so only a late-wake policy, whose looks draw, needs the full look
+                # first. About half the turns end in a completion.
+                for w in warps:
+                    key = w.sleep_key
+                    if (key is None or key[0].version != key[1]) and not w.done and w.blocked_on is None:
+                        break
+                else:
+                    w = None
+                if (w is None or random() < completion_prob) and self.complete_one(cl):
+                    continue
             wakeable, runnable = [], []
             # Who can take a turn (rebuilt every turn, so the tests are inline): not done, not blocked, and awake or
-            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now;
-            # a sleeper's barrier is looked at first (most warps sleep, on a barrier that has not changed)
+            # asleep on an mbarrier that has changed since (sleep_key is (mbarrier, its version then)) and waking now:
+            # at once, or under a late-wake policy with probability wake_prob (else it joins `wakeable`); a sleeper's
+            # barrier is looked at first (most warps sleep, on a barrier that has not changed)
             for w in warps:
                 key = w.sleep_key
                 if key is None:
                     if not w.done and w.blocked_on is None:
                         runnable.append(w)
-                elif key[0].version != key[1] and not w.done and w.blocked_on is None and self._wakes(w, wakeable):
-                    runnable.append(w)
-            if cl.inflight.size and (not runnable or rng.random() < self.completion_prob):
+                elif key[0].version != key[1] and not w.done and w.blocked_on is None:
+                    if late and random() >= wake_prob:
+                        wakeable.append(w)
+                    else:
+                        w.sleep_key = None
+                        runnable.append(w)
+            if late and inflight.size and (not runnable or random() < completion_prob):
                 if self.complete_one(cl):
                     continue
             if not runnable and wakeable:  # nothing else can happen: the late wakers wake now
@@ -737,10 +771,10 @@ class Machine:
                 continue
             if not runnable:
                 if all(w.done for w in warps):
-                    if cl.inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
+                    if inflight:  # none can ever be ready: nothing is left to initialise their mbarriers
                         raise Deadlock(f"cluster {cl.clusterid} exited with asynchronous operations that can never "
                                        "complete (their target mbarrier was never initialised): "
-                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in list(cl.inflight)[:4]))
+                                       + ", ".join(f"{o.name} (PTX line {o.line})" for o in list(inflight)[:4]))
                     break
                 sleepers = [w for w in warps if not w.done and w.blocked_on is None and w.sleep_key is not None]
                 if sleepers and cl.progress != mark:
@@ -751,8 +785,8 @@ class Machine:
                         w.sleep_key = None
                     continue
                 raise Deadlock(self.deadlock_report(cl))
-            w = self._pick(runnable, order)
-            self.step_warp(w, int(rng.integers(1, self.max_quantum + 1)))
+            w = self._pick(runnable, order) if order else runnable[below(len(runnable))]
+            step_warp(w, 1 + below(max_quantum))
         # Operations still in flight when their CTA exited were completed above, in the seeded order, after the exit:
         # each one's delivery checks the CTAs it touches (emu.ops_async: a write into an exited CTA's shared memory, a
         # store reading it). Then the per-CTA exit rules: tensor memory released (PTX ISA 9.7.16.7.1) and EXIT_CHECKS.
@@ -764,11 +798,12 @@ class Machine:
 
     def step_warp(self, w, quantum: int) -> None:
         cl = w.cta.cluster
+        execute_one = self.execute_one
         for _ in range(quantum):
             if w.done:
                 cl.progress += 1
                 return
-            ctl = self.execute_one(w)
+            ctl = execute_one(w)
             if ctl is BLOCK or ctl is SLEPT or w.blocked_on is not None or w.sleep_key is not None:
                 return
 
@@ -793,13 +828,21 @@ class Machine:
         guard = ins.guard
         if guard is not None:
             g = w.register(guard[0].name)
-            mask = lanes & ~g if guard[1] else lanes & g
-            executing = mask.tobytes()
-            if executing == NO_LANES:  # every lane's guard is false: the instruction is skipped
-                w.advance(lanes)
-                return None
-            if executing == (w.live_bytes if lanes is w.live else lanes.tobytes()):
-                mask = lanes  # every lane at the PC executes: handlers may take their whole-warp paths
+            if lanes is w.live and w.all_lanes:  # every lane runs: the predicate's own bytes say who executes
+                executing = g.tobytes()
+                if executing == (ALL_LANES if guard[1] else NO_LANES):  # every lane's guard is false: skipped
+                    w.advance(lanes)
+                    return None
+                if executing != (NO_LANES if guard[1] else ALL_LANES):
+                    mask = lanes & ~g if guard[1] else lanes & g
+            else:
+                mask = lanes & ~g if guard[1] else lanes & g
+                executing = mask.tobytes()
+                if executing == NO_LANES:  # every lane's guard is false: the instruction is skipped
+                    w.advance(lanes)
+                    return None
+                if executing == (w.live_bytes if lanes is w.live else lanes.tobytes()):
+                    mask = lanes  # every lane at the PC executes: handlers may take their whole-warp paths
         try:
             ctl = ins.handler(self, w, ins, mask)
         except EmulatorError as e:

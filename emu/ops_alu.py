@@ -18,6 +18,7 @@ from .simt import WARP, from_bits, to_bits, type_bits
 
 _INT = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"}
 _FLOAT = {"f32", "f64", "f16"}
+_LOW_BITS = {bits: np.uint64((1 << bits) - 1) for bits in (8, 16, 32)}
 
 
 def _ty(ins, allowed=None):
@@ -59,7 +60,7 @@ class Mov:
         if isinstance(src, Vec):  # mov.b64 d, {lo, hi}: pack, first element lowest
             half = type_bits(ty) // len(src.items)
             sub = f"b{half}"
-            parts = [to_bits(w.read(item, sub), sub) for item in src.items]
+            parts = [w.read_bits(item, sub) for item in src.items]
             acc = parts[0]
             for i, part in enumerate(parts[1:], 1):
                 acc |= part << np.uint64(i * half)
@@ -68,7 +69,10 @@ class Mov:
         if isinstance(src, Reg) and src.name.startswith(Mov.SPECIAL):
             w.write(dst, ex.special_register(w, src.name).astype(np.uint64).astype(np.dtype(from_bits(np.zeros(1, np.uint64), ty).dtype)), ty, m)
             return
-        w.write(dst, w.read(src, ty, ex), ty, m)
+        if ty == "pred":
+            w.write(dst, w.read(src, ty, ex), ty, m)
+            return
+        w.set_bits(dst, w.read_bits(src, ty, ex), m)  # (what write(read(src)) stores)
 
 
 def _int_binary(fn, f32_op=None):
@@ -97,6 +101,10 @@ def _int_binary(fn, f32_op=None):
                 return ins.info.execute(ex, w, ins, m)
             ty = ins.info
             d, a, b = ins.operands
+            if ty in _INT:  # modulo 2^N, the same on the operands' bits (no conversion of operands or result)
+                r = fn(w.read_bits(a, ty, ex), w.read_bits(b, ty, ex))
+                w.set_bits(d, r if ty[1:] == "64" else r & _LOW_BITS[type_bits(ty)], m)
+                return
             x, y = w.read(a, ty, ex), w.read(b, ty, ex)
             flush = ty == "f32" and "ftz" in ins.parts
             if flush:
@@ -291,7 +299,7 @@ class Mad:
             w.write(d, x.astype(np.int64) * y.astype(np.int64) + w.read(c, wt, ex).astype(np.int64), wt, m)
         else:
             ub = "u" + ty[1:]
-            prod = to_bits(x, ty) * to_bits(y, ty) + to_bits(w.read(c, ty, ex), ty)
+            prod = to_bits(x, ty) * to_bits(y, ty) + w.read_bits(c, ty, ex)
             w.write(d, from_bits(prod & np.uint64((1 << type_bits(ty)) - 1), ub), ub, m)
 
 
@@ -602,7 +610,7 @@ class Cvta:
     def execute(ex, w, ins, m):
         to, space, ty = ins.info
         d, a = ins.operands
-        v = to_bits(w.read(a, ty, ex), ty)
+        v = w.read_bits(a, ty, ex)
         w.write(d, ex.convert_address(v, space, to), ty, m)
 
 

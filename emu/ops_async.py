@@ -17,7 +17,7 @@ from .isa import BLOCK, family, unsupported
 from .machine import AsyncOp, Cost
 from .mbarrier import INIT_UNPUBLISHED, check_use, init_notes, merge, note_signal
 from .ptx import Addr, Vec
-from .simt import WARP, lane_addresses, to_bits, type_bits
+from .simt import WARP, lane_addresses, type_bits
 from .state import SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_write, store_shared
 
 
@@ -72,7 +72,7 @@ class BulkTensorLoad:
     def execute(ex, w, ins, mask):
         info = ins.info
         dst_op, tens, mbar_op = ins.operands[:3]
-        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
+        tmap_addr = w.read_bits(tens.tensor_map, "b64", ex)
         ex.check_global_access(w, mask, ins.opcode,
                                reads={ex.tensor_map(int(a)).address for a in tmap_addr[mask]} if ex.pdl else None)
         rest = list(ins.operands[3:])
@@ -370,14 +370,15 @@ class StoreAsync:
         esize = type_bits(ty) // 8
         nbytes = esize * vec
         # every lane's bytes at once: row `lane` is what that lane stores
-        data = np.stack([to_bits(w.read(it, ty, ex), ty) for it in items], axis=1).astype(f"<u{esize}")
+        rows = np.stack([w.read_bits(it, ty, ex) for it in items], axis=1).astype(f"<u{esize}").view(np.uint8)
         signalled = {}  # mbarrier address -> (CTA, offset): each mbarrier's checks once (the same warp, the same clock)
         costs = {}  # destination CTA -> the Cost of one lane's store into it (read-only: shared by the lanes)
+        resolve, submit, cluster, line = SharedAddressing.resolve, ex.submit, w.cta.cluster, ins.line  # (per lane)
         for lane in _lane(mask):
             addr = dst[lane]
             if addr % nbytes:
                 raise Hazard(f"{ins.opcode}: address {addr:#x} is not aligned to the {nbytes}-byte access")
-            cta, off = SharedAddressing.resolve(w.cta, addr, True)
+            cta, off = resolve(w.cta, addr, True)
             found = signalled.get(mbar[lane])
             if found is None:
                 bar_cta, bar_off = SharedAddressing.resolve(w.cta, mbar[lane], True)
@@ -394,14 +395,14 @@ class StoreAsync:
                 raise Hazard(f"{ins.opcode}: no initialised mbarrier at shared offset {bar_off:#x} of CTA rank "
                              f"{bar_cta.rank}")
 
-            def run(cta=cta, off=off, data=data[lane].view(np.uint8), bar_off=bar_off):
+            def run(cta=cta, off=off, data=rows[lane], bar_off=bar_off):
                 _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
             cost = costs.get(cta.rank)
             if cost is None:
                 cost = costs[cta.rank] = Cost("remote", nbytes, dests=(cta,))
-            ex.submit(w.cta.cluster, AsyncOp(f"st.async {addr:#x}+{nbytes}", run, None, ins.line, cost))
+            submit(cluster, AsyncOp(f"st.async {addr:#x}+{nbytes}", run, None, line, cost))
 
 
 @family("cp.async.bulk.prefetch")
@@ -422,7 +423,7 @@ class BulkPrefetch:
         for lane in _lane(mask):
             if ins.info:
                 tens = ins.operands[0]
-                tmap = ex.tensor_map(int(to_bits(w.read(tens.tensor_map, "b64", ex), "b64")[lane]))
+                tmap = ex.tensor_map(int(w.read_bits(tens.tensor_map, "b64", ex)[lane]))
                 ex.prefetch(_allocation_of(ex, tmap.address), tma.box_bytes(tmap))
             else:
                 src = int(lane_addresses(ex, w, ins.operands[0], 64)[lane])
@@ -440,12 +441,12 @@ def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
             ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
                     f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
                     "and signals its mbarrier, which the next CTA on the SM may already own")
-    store_shared(target, dst_off, data, f"{what} ({ins.where()})")
+    label = f"{what} ({ins.where()})"  # (made once: a K split delivers ~10^5 st.async a schedule)
+    store_shared(target, dst_off, data, label)
     bar = sig_cta.mbarriers.get(mbar_off)
     if bar is None:
-        raise Hazard(f"{what} ({ins.where()}) signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: "
-                     "no mbarrier")
-    bar.complete_tx(nbytes, f"{what} ({ins.where()}) complete-tx")
+        raise Hazard(f"{label} signals shared offset {mbar_off:#x} of CTA rank {sig_cta.rank}: no mbarrier")
+    bar.complete_tx(nbytes, label + " complete-tx")
 
 
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
@@ -669,9 +670,9 @@ def _tc_mma(ex, w, ins, mask):
     zero_mask = to_bits(w.read(rest.pop(), "b64", ex), "b64") if ws and len(rest) == 2 else np.zeros(WARP, np.uint64)
     d = lane_addresses(ex, w, d_op, 32)
     a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
-    a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else to_bits(w.read(a_op, "b64", ex), "b64")
-    b = to_bits(w.read(b_op, "b64", ex), "b64")
-    idesc = to_bits(w.read(i_op, "b32", ex), "b32")
+    a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else w.read_bits(a_op, "b64", ex)
+    b = w.read_bits(b_op, "b64", ex)
+    idesc = w.read_bits(i_op, "b32", ex)
     sfa, sfb = (lane_addresses(ex, w, op, 32) for op in sf_ops) if scaled else (None, None)
     en = w.read(rest[0], "pred", ex)
     scale_d = w.read(rest[1], "u32", ex) if len(rest) == 2 else np.zeros(WARP, np.uint32)
@@ -717,7 +718,7 @@ def _tc_cp(ex, w, ins, mask):
     _, n, shape, multicast = ins.info
     rows, row_bytes = tcgen05.CP_SHAPES[(shape, multicast)]
     t = lane_addresses(ex, w, ins.operands[0], 32)
-    s = to_bits(w.read(ins.operands[1], "b64", ex), "b64")
+    s = w.read_bits(ins.operands[1], "b64", ex)
     group = _group(w.cta, n)
     ordering.issued(ex, w, ins, "cp")
     for lane in _lane(mask):
@@ -969,7 +970,7 @@ class BulkTensorStore:
     def execute(ex, w, ins, mask):
         info = ins.info
         tens, src_op = ins.operands[:2]
-        tmap_addr = to_bits(w.read(tens.tensor_map, "b64", ex), "b64")
+        tmap_addr = w.read_bits(tens.tensor_map, "b64", ex)
         coords = [w.read(c, "s32", ex) for c in tens.coords]
         if len(coords) != info["rank"]:
             raise Hazard(f"{ins.opcode}: {len(coords)} coordinates for a {info['rank']}-d copy")

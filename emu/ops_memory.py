@@ -10,7 +10,7 @@ from .mbarrier import (INIT_UNORDERED, Mbarrier, check_use, init_notes, initiali
 from .ops_async import on_shared_write
 from .ordering import generic_write
 from .ptx import Addr, ParamSym, Sink, Vec
-from .simt import WARP, from_bits, lane_addresses, to_bits, type_bits, uniform_address, uniform_value
+from .simt import WARP, from_bits, lane_addresses, type_bits, uniform_address, uniform_value
 from .state import (CLUSTER_RANK_SHIFT, POISON_BYTE, SHARED_OFFSET_MASK, Hazard, SharedAddressing, smem_gather,
                     smem_read, smem_write, store_shared, store_shared_rows)
 
@@ -212,7 +212,7 @@ class LoadStore:
             return
         src = ins.operands[1]
         items = src.items if isinstance(src, Vec) else (src,)
-        vals = [to_bits(w.read(it, ty, ex), ty) for it in items]
+        vals = [w.read_bits(it, ty, ex) for it in items]
         rows = np.stack(vals, axis=1)[lanes].astype(f"<u{esize}").view(np.uint8)  # [lanes, vec * esize]
         _write_lanes(ex, w, space, lane_addrs, rows)
 
@@ -251,7 +251,7 @@ def _per_thread(ex, w, ins, mask, space: str, vec: int, ty: str) -> None:
         return
     src = ins.operands[1]
     items = src.items if isinstance(src, Vec) else (src,)
-    data = np.stack([to_bits(w.read(it, ty, ex), ty) for it in items], axis=1).astype(f"<u{esize}").view(np.uint8)
+    data = np.stack([w.read_bits(it, ty, ex) for it in items], axis=1).astype(f"<u{esize}").view(np.uint8)
     for lane in lanes:
         if addrs is None:
             rows[lane] = data[lane]
@@ -321,8 +321,8 @@ class Mapa:
     @staticmethod
     def execute(ex, w, ins, mask):
         d, a, rank = ins.operands
-        addr = to_bits(w.read(a, "u32", ex), "u32") & np.uint64(SHARED_OFFSET_MASK)
-        r = to_bits(w.read(rank, "u32", ex), "u32")
+        addr = w.read_bits(a, "u32", ex) & np.uint64(SHARED_OFFSET_MASK)
+        r = w.read_bits(rank, "u32", ex)
         if (r[mask] >= len(w.cta.cluster.ctas)).any():
             raise Hazard(f"mapa to CTA rank {r[mask].max()} outside the cluster of {len(w.cta.cluster.ctas)}")
         w.write(d, from_bits((r << np.uint64(CLUSTER_RANK_SHIFT)) | addr, "u32"), "u32", mask)
@@ -462,11 +462,15 @@ def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
     p_op, addr_op, parity_op = ins.operands[:3]
     addr = uniform_address(ex, w, addr_op, 32, mask)
     if addr is not None:  # every lane names one mbarrier (a waiting warp's usual case): one evaluation, no lane vectors
-        if await_uninitialised(ex, w, ins, (addr,), cluster_scope):
-            return BLOCK
+        cta, off = SharedAddressing.resolve(w.cta, addr, cluster_scope)
+        bar = cta.mbarriers.get(off)
+        if bar is None:  # (await_uninitialised's case: the warp waits for the init)
+            if await_uninitialised(ex, w, ins, (addr,), cluster_scope):
+                return BLOCK
         parity = uniform_value(w, parity_op, "u32", mask)
         if parity is not None:
-            bar = mbarrier_at(ex, w, addr, cluster_scope, ins.opcode)
+            if bar is None or warp_key(w) not in bar.ordered_users:  # (else mbarrier_at would find what we have)
+                bar = mbarrier_at(ex, w, addr, cluster_scope, ins.opcode)
             ok = _phase_seen(w, bar, parity)
             w.write(p_op, ok, "pred", mask)
             if not ok:

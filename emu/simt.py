@@ -39,6 +39,7 @@ def type_bits(ty: str) -> int:
 _DTYPES = {ty: (np.dtype(dt), np.dtype(_UNSIGNED[np.dtype(dt).itemsize])) for ty, dt in _NP.items()}
 _BITS = {ty: np.dtype(dt).itemsize * 8 for ty, dt in _NP.items()}
 _U64 = np.dtype(np.uint64)
+_LOW = {bits: np.uint64((1 << bits) - 1) for bits in (8, 16, 32)}  # (read_bits)
 _UNIFORM_TYPES = {"b32": 0xFFFFFFFF, "u32": 0xFFFFFFFF, "b64": (1 << 64) - 1, "u64": (1 << 64) - 1}  # (uniform_value)
 NO_LANES = bytes(WARP)  # a lane vector with no lane set, as bytes: comparing bytes is the cheapest test of a mask
 ALL_LANES = bytes([1]) * WARP
@@ -209,6 +210,25 @@ class Warp:
             return np.full(WARP, ctx.symbol_address(self, op.name), np.uint64).astype(np_type(ty))
         raise EmulatorError(f"cannot read operand {op!r} as .{ty}")
 
+    def read_bits(self, op, ty: str, ctx=None) -> np.ndarray:
+        """to_bits(read(op, ty, ctx), ty): the operand read as `ty`, its bits zero-extended to uint64 (a new vector).
+        A register's are its own low bits, taken without the round trip through `ty` (two conversions each way, a
+        few us an operand)."""
+        if type(op) is Reg and ty != "pred":
+            name = op.name
+            if self.pending_tmem_ld and name in self.pending_tmem_ld:
+                self.pending_tmem_ld[name].finish()
+            r = self.regs.get(name)
+            if r is None:
+                r = self._reg(name)
+            if r.dtype is _U64:  # (a predicate's bools read as a number are 0 or 1 of that type: below)
+                bits = _BITS.get(ty)
+                if bits == 64:
+                    return r.copy()
+                if bits is not None:
+                    return r & _LOW[bits]
+        return to_bits(self.read(op, ty, ctx), ty)
+
     def write(self, op, values: np.ndarray, ty: str, mask: np.ndarray) -> None:
         kind = type(op)
         if kind is Sink:
@@ -312,5 +332,5 @@ def lane_addresses(ex, w, op: Addr, width: int = 64) -> np.ndarray:
     elif isinstance(op.base, Sym):
         base = np.full(WARP, ex.symbol_address(w, op.base.name), np.uint64)
     else:
-        base = to_bits(w.read(op.base, f"b{width}"), f"b{width}")
+        base = w.read_bits(op.base, f"b{width}")
     return (base + np.uint64(op.offset & 0xFFFFFFFFFFFFFFFF)) & np.uint64((1 << width) - 1 if width < 64 else 0xFFFFFFFFFFFFFFFF)

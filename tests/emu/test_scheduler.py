@@ -164,7 +164,7 @@ def test_draws_are_the_generators(seed):
     ours, numpy_s = Draws(np.random.default_rng(seed)), np.random.default_rng(seed)
     rng = np.random.default_rng(100 + seed)
     for _ in range(20000):
-        kind = int(rng.integers(4))
+        kind = int(rng.integers(5))
         if kind == 0:
             assert ours.random() == numpy_s.random()
         elif kind == 1:
@@ -172,5 +172,8 @@ def test_draws_are_the_generators(seed):
             assert ours.integers(n) == int(numpy_s.integers(n))
         elif kind == 2:
             assert ours.integers(1, 25) == int(numpy_s.integers(1, 25))
+        elif kind == 3:  # below(n), the scheduler's own form of integers(n)
+            n = int(rng.choice([1, 2, 3, 7, 12, 24, 1000, 3 * 10 ** 9, 2 ** 32]))
+            assert ours.below(n) == int(numpy_s.integers(n))
         else:  # the Generator's own draw on the shared bit generator (elect.sync's, the policies' set-up)
             assert int(ours.generator.integers(5)) == int(numpy_s.integers(5))
