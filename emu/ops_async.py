@@ -667,7 +667,7 @@ def _tc_mma(ex, w, ins, mask):
     sf_ops = operands[4:6] if scaled else []
     rest = operands[4 + len(sf_ops):]
     ws = collector.startswith("b")  # tcgen05.mma.ws: its sixth operand is a zero-column-mask-desc (emu.tcgen05 Q9)
-    zero_mask = to_bits(w.read(rest.pop(), "b64", ex), "b64") if ws and len(rest) == 2 else np.zeros(WARP, np.uint64)
+    zero_mask = w.read_bits(rest.pop(), "b64", ex) if ws and len(rest) == 2 else np.zeros(WARP, np.uint64)
     d = lane_addresses(ex, w, d_op, 32)
     a_in_tmem = isinstance(a_op, Addr)  # [a-tmem]: A in tensor memory (PTX ISA 9.7.16.10.9.1)
     a = lane_addresses(ex, w, a_op, 32) if a_in_tmem else w.read_bits(a_op, "b64", ex)
