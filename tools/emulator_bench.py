@@ -229,12 +229,30 @@ def bench(args) -> int:
             rows.append({"workload": name, "tree": str(tree), "runs": done, "median_cpu_s": cpu,
                          "warp_instructions": wi})
         print(f"| {name} | " + " | ".join(cells) + " |")
+    verdicts = [n for n in names if n.startswith("verdict:")]
+    if len(verdicts) > 1:
+        print("| verdicts together | " + " | ".join(together(rows, [str(t) for t in trees], verdicts)) + " |")
     print("\nCPU s: user time of the emulation alone (median of the rounds), on the machine above: emulated work, "
           "CPU-timed")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine_before": before, "machine_after": after, "rows": rows},
                                               indent=1))
     return 0 if all("error" not in r for rs in runs.values() for r in rs) else 1
+
+
+def together(rows: list, trees: list, verdicts: list) -> list:
+    """A cell per tree: the verdict workloads' warp-instructions, CPU s and rate together (issue 37's target is stated
+    on them together), and the speed-up over the first tree; "incomplete" where a workload has no run."""
+    cells, base = [], None
+    for i, tree in enumerate(trees):
+        mine = [r for r in rows if r["tree"] == tree and r["workload"] in verdicts]
+        cpu, wi = sum(r["median_cpu_s"] for r in mine), sum(r["warp_instructions"] for r in mine)
+        if len(mine) < len(verdicts) or cpu <= 0:
+            cells.append("incomplete")
+            continue
+        base = cpu if i == 0 else base
+        cells.append(f"{wi}, {cpu:.1f}, {wi / cpu:,.0f}" + (f", {base / cpu:.2f}x" if i and base else ""))
+    return cells
 
 
 # ----------------------------------------------------------------------------- hashes

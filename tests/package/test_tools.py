@@ -992,6 +992,19 @@ def test_ledger_table_names_the_forms_no_public_kernel_ran():
 
 
 # ============================================================================ the emulator's own speed and schedules
+def test_emulator_bench_gives_the_verdicts_rate_together():
+    """The verdict workloads' warp-instructions over their CPU seconds, per tree, with the speed-up over the first; a
+    tree missing a workload's run is incomplete, not a smaller sum."""
+    from tools.emulator_bench import together
+
+    row = lambda w, t, cpu, wi: {"workload": w, "tree": t, "median_cpu_s": cpu, "warp_instructions": wi}  # noqa: E731
+    rows = [row("verdict:a", "base", 3.0, 300_000), row("verdict:b", "base", 1.0, 100_000),
+            row("verdict:a", "new", 2.0, 300_000), row("verdict:b", "new", 0.5, 100_000), row("timed", "new", 9.0, 1)]
+    assert together(rows, ["base", "new"], ["verdict:a", "verdict:b"]) == ["400000, 4.0, 100,000",
+                                                                            "400000, 2.5, 160,000, 1.60x"]
+    assert together(rows[:3], ["base", "new"], ["verdict:a", "verdict:b"])[1] == "incomplete"
+
+
 def test_emulator_bench_compares_schedules_and_refuses_another_kernel():
     """tools/emulator_bench.py hashes: equal records compare clean; a schedule whose digest differs is named; a kernel
     whose PTX is not the recorded one cannot be compared at all (its schedules are another program's)."""
