@@ -364,11 +364,12 @@ def run_emulator_checks(configs, modes=reference.MODES, schedules=None, problem=
 
 
 def run_file_checks(path, task, problem: str, clusters, allow_notes: bool,
-                    schedules: int | None = None) -> tuple[int, int, bool]:
+                    schedules: int | None = None, b200: bool = True) -> tuple[int, int, bool]:
     """Another leaderboard file in the SM100 emulator (harness.runner, one worker for every case): each test case with
     both generators, strict data under the default verdict (or `schedules` schedules), the leaderboard's under
-    LEADERBOARD_SCHEDULES; one line per case, labelled emulated. (passed, failed, whether every failure was "cannot
-    run")."""
+    LEADERBOARD_SCHEDULES, each after the B200-timing schedules (b200: b200, b200~1, b200~2, as tools/emulate.py runs
+    them: a failure only the seeded schedules reach is RACE); one line per case, labelled emulated. (passed, failed,
+    whether every failure was "cannot run")."""
     from harness.runner import run_cases
 
     cases = [((c["m"], c["n"], c["k"], c["l"]), mode, c["seed"], schedules if mode == "strict" else LEADERBOARD_SCHEDULES)
@@ -380,7 +381,8 @@ def run_file_checks(path, task, problem: str, clusters, allow_notes: bool,
         if line.startswith("case "):
             print(f"....  {line}", flush=True)
 
-    results = run_cases(path, cases, problem, clusters=clusters, allow_notes=allow_notes, progress=progress)
+    results = run_cases(path, cases, problem, clusters=clusters, allow_notes=allow_notes, progress=progress,
+                        b200=b200)
     passed = failed = 0
     for res in results:
         ok = res.passed
@@ -431,7 +433,8 @@ def check_file(args, task, ref, on_sm100: bool, where: str, start: float) -> int
     print(f"{Path(args.submission).name} cannot run here: {where}. Running the offline checks instead.")
     passed, failed = reference_self_check(ref=ref)
     clusters = args.clusters if args.clusters == "all" else int(args.clusters)
-    p, f, cannot = run_file_checks(args.submission, task, args.problem, clusters, args.allow_notes, args.schedules)
+    p, f, cannot = run_file_checks(args.submission, task, args.problem, clusters, args.allow_notes, args.schedules,
+                                   args.b200)
     passed, failed = passed + p, failed + f
     print(f"summary: {passed} passed, {failed} failed (reference and emulated checks; "
           f"{time.perf_counter() - start:.0f} s)")
@@ -452,6 +455,10 @@ def main(argv=None) -> int:
                         help="with --submission off a B200: clusters emulated per launch (N, or 'all')")
     parser.add_argument("--allow-notes", action="store_true",
                         help="with --submission: a MATCH with notes passes (for code that is not this package's)")
+    parser.add_argument("--b200", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --submission off a B200: run the B200-timing schedules (b200, b200~1, b200~2) "
+                             "before the seeded ones, as tools/emulate.py does: a failure only the seeded ones reach "
+                             "is RACE (passed with --allow-notes); --no-b200: the seeded schedules alone")
     parser.add_argument("--schedules", type=int, default=None,
                         help="off a B200: schedules of each emulated run on strict data (default: the emulator's "
                              "six-schedule verdict; fewer is quicker and finds fewer races)")

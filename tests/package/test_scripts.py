@@ -78,8 +78,9 @@ def test_correctness_no_gpu_path_passes():
 
 def test_correctness_checks_another_file_in_the_emulator(tmp_path):
     """--submission FILE off a B200: the reference's self-check, then the file through harness.runner on each test case
-    with both generators (one small case here), two clusters of each launch, lines labelled emulated; a copy with a
-    planted bug fails with exit 1."""
+    with both generators (one small case here), two clusters of each launch, the three B200-timing schedules before
+    the seeded ones (six on strict data, one on the leaderboard's; --no-b200 the seeded ones alone), lines labelled
+    emulated; a copy with a planted bug fails with exit 1."""
     task = tmp_path / "task.yml"
     task.write_text("tests:\n  - {m: 256, n: 256, k: 256, l: 1, seed: 1111}\n"
                     "benchmarks:\n  - {m: 256, n: 256, k: 256, l: 1, seed: 1111, sol_us: 1.0}\n")  # (on a B200 only)
@@ -88,7 +89,10 @@ def test_correctness_checks_another_file_in_the_emulator(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert out.count("PASS  emulated MATCH: dsl_epilogue.py 256x256x256x1") == 2 and "2/512 clusters" in out
-    assert "6 schedules" in out and "1 schedule," in out and "FAIL" not in out
+    assert "9 schedules" in out and "4 schedules" in out and "FAIL" not in out
+    proc = run_script(["test_correctness.py", "--submission", str(good), "--task", str(task), "--no-b200"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "6 schedules" in out and "1 schedule," in out, out[-3000:]
     bad = tmp_path / "dsl_epilogue.py"
     bad.write_text(good.read_text().replace("* y).to(cutlass.Float16)", "+ y).to(cutlass.Float16)"))
     proc = run_script(["test_correctness.py", "--submission", str(bad), "--task", str(task)])
