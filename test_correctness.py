@@ -395,6 +395,13 @@ def run_file_checks(path, task, problem: str, clusters, allow_notes: bool,
         failed += not ok
     for line in results[0].bridges if results else []:
         print("      " + line)
+    if b200:  # each verdict class met, with its record against published B200 outcomes
+        from calibration.outcomes import track_record
+
+        for status in dict.fromkeys(r.status for r in results):
+            record = track_record(status)
+            if record:
+                print("      " + record)
     return passed, failed, all(r.passed or r.exit_code == 3 for r in results) and failed > 0
 
 

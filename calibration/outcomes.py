@@ -167,6 +167,21 @@ def confusion(rows: list[dict]) -> dict:
             "same_kind": sum(r["same_kind"] for r in scored)}
 
 
+def track_record(status: str, js: Path = TABLE_JSON) -> str:
+    """How the verdict class `status` ("match", "race", "mismatch", ...) has fared: of the declared public files the
+    confusion table gave it, how many passed and how many failed on a B200 (docs/public_files.md); "" where the table
+    has none or is absent. What a user deciding on a B200 hour wants beside a verdict: how sure it is."""
+    if not js.exists():
+        return ""
+    rows = [r for r in json.loads(js.read_text())["rows"] if r["status"] == status and r["scored"]]
+    if not rows:
+        return ""
+    passed = sum(b200_side(r["outcome"]) == "pass" for r in rows)
+    files = f"the {len(rows)} public files" if len(rows) > 1 else "the one public file"
+    return (f"track record: of {files} the emulator called {status.upper()} whose B200 outcome is published, "
+            f"{passed} passed and {len(rows) - passed} failed on a B200 (emulated vs measured, docs/public_files.md)")
+
+
 # ----------------------------------------------------------------------------- the report
 def merged(rows: list[dict], js: Path = TABLE_JSON) -> list[dict]:
     """`rows` in place of the same files' rows of the table already written, the others kept, in declared order."""

@@ -251,6 +251,12 @@ def _generic(args) -> int:
               "that breaks it too)")
     if res.status == "cannot-run" and res.message and res.message != res.construct:
         print("  " + " ".join(res.message.split())[:600])
+    if not args.timing and args.b200:  # the verdict class's record against published B200 outcomes
+        from calibration.outcomes import track_record
+
+        record = track_record(res.status)
+        if record:
+            print(record)
     if args.timing and res.timed:
         for launch in res.timed["launches"]:
             print(f"  launch {launch['launch']}: {launch['line']}")

@@ -111,3 +111,21 @@ def test_the_section_shows_the_confusion_table(tmp_path):
     text = "\n".join(outcomes.section_lines(js))
     assert text.startswith(outcomes.SECTION) and "pass/fail agreement 2/2 (100%)" in text
     assert "| passed | 1 |  | 1 |" in text and "DEADLOCK under uniform:0: lapped" in text
+
+
+def test_a_verdict_class_comes_with_its_record_against_b200_outcomes(tmp_path):
+    """track_record: of the scored rows the table gave a verdict class, how many passed and failed on a B200; nothing
+    for a class the table never gave (or rows without a published outcome), or without the table."""
+    from calibration.outcomes import track_record
+
+    rows = [{"status": "race", "outcome": "passed", "scored": True},
+            {"status": "race", "outcome": "mismatch", "scored": True},
+            {"status": "race", "outcome": "none", "scored": False},
+            {"status": "hazard", "outcome": "illegal-memory-access", "scored": True}]
+    js = tmp_path / "outcomes.json"
+    js.write_text(json.dumps({"rows": rows}))
+    assert track_record("race", js).startswith("track record: of the 2 public files the emulator called RACE")
+    assert "1 passed and 1 failed on a B200" in track_record("race", js)
+    assert "the one public file the emulator called HAZARD" in track_record("hazard", js)
+    assert "0 passed and 1 failed" in track_record("hazard", js)
+    assert track_record("deadlock", js) == "" and track_record("race", tmp_path / "absent.json") == ""

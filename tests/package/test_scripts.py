@@ -90,6 +90,7 @@ def test_correctness_checks_another_file_in_the_emulator(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert out.count("PASS  emulated MATCH: dsl_epilogue.py 256x256x256x1") == 2 and "2/512 clusters" in out
     assert "9 schedules" in out and "4 schedules" in out and "FAIL" not in out
+    assert "track record: of the" in out and "called MATCH" in out  # docs/public_outcomes.json's MATCH rows
     proc = run_script(["test_correctness.py", "--submission", str(good), "--task", str(task), "--no-b200"])
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "6 schedules" in out and "1 schedule," in out, out[-3000:]
@@ -97,6 +98,17 @@ def test_correctness_checks_another_file_in_the_emulator(tmp_path):
     bad.write_text(good.read_text().replace("* y).to(cutlass.Float16)", "+ y).to(cutlass.Float16)"))
     proc = run_script(["test_correctness.py", "--submission", str(bad), "--task", str(task)])
     assert proc.returncode == 1 and "FAIL  emulated MISMATCH" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_emulate_names_an_author_files_verdict_with_its_track_record():
+    """tools/emulate.py --submission FILE: the B200-timing schedules, then the seeded ones; the verdict line, then how
+    that verdict class has fared against the public files' published B200 outcomes (calibration.outcomes)."""
+    good = REPO / "tests" / "harness" / "submissions" / "dsl_epilogue.py"
+    proc = run_script(["tools/emulate.py", "--submission", str(good), "--shape", "256,256,256", "--clusters", "2",
+                       "--schedules", "1"])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "emulated MATCH" in proc.stdout and "4 schedules" in proc.stdout, proc.stdout
+    assert "track record: of the" in proc.stdout and "called MATCH" in proc.stdout, proc.stdout
 
 
 def test_correctness_configs_all_emulates_every_tune_space_config(monkeypatch, capsys):
