@@ -473,9 +473,10 @@ def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
                 return BLOCK
         parity = uniform_value(w, parity_op, "u32", mask)
         if parity is not None:
-            if bar is None or warp_key(w) not in bar.ordered_users:  # (else mbarrier_at would find what we have)
+            key = warp_key(w)
+            if bar is None or key not in bar.ordered_users:  # (else mbarrier_at would find what we have)
                 bar = mbarrier_at(ex, w, addr, cluster_scope, ins.opcode)
-            ok = _phase_seen(w, bar, parity)
+            ok = _phase_seen(w, key, bar, parity)
             w.write(p_op, ok, "pred", mask)
             if not ok:
                 w.sleep_key = (bar, bar.version)
@@ -497,8 +498,9 @@ def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
         distinct, first = np.unique(codes, return_index=True)
         groups = [lanes[codes == distinct[i]] for i in np.argsort(first)]
     bars = lane_mbarriers(ex, w, addrs, [group[0] for group in groups], cluster_scope, ins.opcode)
+    key = warp_key(w)
     for group, bar in zip(groups, bars):
-        done[group] = _phase_seen(w, bar, int(parity[group[0]]))
+        done[group] = _phase_seen(w, key, bar, int(parity[group[0]]))
         if group[-1] == lanes[-1]:
             last = bar  # the highest lane's barrier: what a warp still waiting sleeps on
     w.write(p_op, done, "pred", mask)
@@ -508,10 +510,9 @@ def _parity_wait(ex, w, ins, mask, cluster_scope: bool):
     return None
 
 
-def _phase_seen(w, bar, parity: int) -> bool:
-    """Whether the phase of `parity` has completed on `bar`, as warp w's parity wait sees it: the acquire of a
-    completed phase (and the warp's wait record), or the reason a failing wait was lapped."""
-    key = warp_key(w)
+def _phase_seen(w, key, bar, parity: int) -> bool:
+    """Whether the phase of `parity` has completed on `bar`, as warp w's (key: warp_key(w)) parity wait sees it: the
+    acquire of a completed phase (and the warp's wait record), or the reason a failing wait was lapped."""
     if bar.phase_complete(parity):
         note_acquire(bar, w)
         bar.waited[key] = bar.phase
