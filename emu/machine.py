@@ -718,9 +718,10 @@ class Machine:
                 fed = [w for w in runnable if order[w] != STARVED]
                 runnable = fed or runnable
             if self.knobs["priority"] and rng.random() < PRIORITY_STRICTNESS:
-                best = min(order[w] for w in runnable)
-                runnable = [w for w in runnable if order[w] == best]
-        return runnable[int(rng.integers(len(runnable)))]
+                classes = [order[w] for w in runnable]
+                best = min(classes)
+                runnable = [w for w, c in zip(runnable, classes) if c == best]
+        return runnable[rng.below(len(runnable))]  # (integers(n)'s value, without its checks: called every turn)
 
     def run_cluster(self, cl) -> None:
         warps = [w for cta in cl.ctas for w in cta.warps]
