@@ -721,7 +721,7 @@ class Machine:
                 classes = [order[w] for w in runnable]
                 best = min(classes)
                 runnable = [w for w, c in zip(runnable, classes) if c == best]
-        return runnable[rng.below(len(runnable))]  # (integers(n)'s value, without its checks: called every turn)
+        return runnable[int(rng.integers(len(runnable)))]
 
     def run_cluster(self, cl) -> None:
         warps = [w for cta in cl.ctas for w in cta.warps]
