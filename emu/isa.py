@@ -26,6 +26,7 @@ class Control:
 
 JUMPED = Control("jumped")
 BLOCK = Control("block")
+SLEEP = Control("sleep")  # the warp sleeps on a barrier until it changes (emu.ops_memory's parity wait)
 
 
 def family(*names):

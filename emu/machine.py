@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import BLOCK, JUMPED, Control, decode_kernel
+from .isa import BLOCK, JUMPED, SLEEP, Control, decode_kernel
 from .lint import check_kernel
 from .simt import ALL_LANES, NO_LANES, WARP, Warp
 from .ptx import initial_bytes
@@ -718,8 +718,9 @@ class Machine:
                 fed = [w for w in runnable if order[w] != STARVED]
                 runnable = fed or runnable
             if self.knobs["priority"] and rng.random() < PRIORITY_STRICTNESS:
-                best = min(order[w] for w in runnable)
-                runnable = [w for w in runnable if order[w] == best]
+                classes = [order[w] for w in runnable]
+                best = min(classes)
+                runnable = [w for w, c in zip(runnable, classes) if c == best]
         return runnable[int(rng.integers(len(runnable)))]
 
     def run_cluster(self, cl) -> None:
@@ -817,10 +818,10 @@ class Machine:
             pc, lanes = w.select_lanes()
         if self.digest is not None:
             self.digest.issued(w, pc, lane_bits(lanes))
-        instrs = self.kernel.instrs
-        if pc >= len(instrs):
-            raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel")
-        ins = instrs[pc]
+        try:
+            ins = self.kernel.instrs[pc]
+        except IndexError:
+            raise Hazard(f"warp {w.warp_id} of CTA {w.cta.ctaid} ran past the end of the kernel") from None
         w.last_line = ins.line
         self.current = (w, ins)
         mask = lanes
@@ -853,7 +854,7 @@ class Machine:
             w.advance(lanes)
         elif ctl is BLOCK or ctl is JUMPED:
             return ctl if ctl is BLOCK else None
-        elif isinstance(ctl, Control) and ctl.kind == "sleep":
+        elif ctl is SLEEP:
             w.advance(lanes)
             return SLEPT
         else:

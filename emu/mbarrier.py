@@ -126,7 +126,7 @@ class Mbarrier:
         (on a B200 it rarely does; the emulator's schedules find it)."""
         seen = self.waited.get(key, 0)
         meant = seen if seen % 2 == parity % 2 else seen + 1
-        if self.phase_complete(parity) or self.phase <= meant + 1:
+        if self.phase <= meant + 1 or self.phase_complete(parity):  # (the usual case first)
             return None
         return (f"lapped: it waits for parity {parity & 1}, meaning phase {meant} (its last successful wait saw "
                 f"{seen} completed), but phases {meant} and {meant + 1} have completed since: the barrier ran two "

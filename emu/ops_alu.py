@@ -60,11 +60,11 @@ class Mov:
         if isinstance(src, Vec):  # mov.b64 d, {lo, hi}: pack, first element lowest
             half = type_bits(ty) // len(src.items)
             sub = f"b{half}"
-            parts = [w.read_bits(item, sub) for item in src.items]
-            acc = parts[0]
-            for i, part in enumerate(parts[1:], 1):
-                acc |= part << np.uint64(i * half)
-            w.set_bits(dst, acc & np.uint64((1 << type_bits(ty)) - 1), m)
+            # each part is zero-extended from its `half` bits, so the packed value needs no mask
+            acc = w.read_bits(src.items[0], sub)
+            for i, item in enumerate(src.items[1:], 1):
+                acc |= w.read_bits(item, sub) << np.uint64(i * half)
+            w.set_bits(dst, acc, m)
             return
         if isinstance(src, Reg) and src.name.startswith(Mov.SPECIAL):
             w.write(dst, ex.special_register(w, src.name).astype(np.uint64).astype(np.dtype(from_bits(np.zeros(1, np.uint64), ty).dtype)), ty, m)

@@ -209,7 +209,8 @@ class BulkCopyLoad:
                     ex.note("bulk-copy-reads-past-allocation", ins.site(), precedents.NOVUS_SHORT_K,
                             f"{outside} of {nbytes} bytes at {g:#x} lie outside every global allocation "
                             "(read as poison)")
-                _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy")
+                _deliver(ex, ins, dst_cta, dst_off, data, dst_cta, mbar_off, nbytes, "bulk copy",
+                         f"bulk copy ({ins.where()})")
                 ex.stats["bulk_copy_bytes"] = ex.stats.get("bulk_copy_bytes", 0) + nbytes
 
             cost = Cost("load", nbytes, _allocation_of(ex, g), (dst_cta,))
@@ -374,6 +375,7 @@ class StoreAsync:
         signalled = {}  # mbarrier address -> (CTA, offset): each mbarrier's checks once (the same warp, the same clock)
         costs = {}  # destination CTA -> the Cost of one lane's store into it (read-only: shared by the lanes)
         resolve, submit, cluster, line = SharedAddressing.resolve, ex.submit, w.cta.cluster, ins.line  # (per lane)
+        label = f"st.async ({ins.where()})"  # (what a delivery's hazards name: made once, not per delivery)
         for lane in _lane(mask):
             addr = dst[lane]
             if addr % nbytes:
@@ -396,7 +398,7 @@ class StoreAsync:
                              f"{bar_cta.rank}")
 
             def run(cta=cta, off=off, data=rows[lane], bar_off=bar_off):
-                _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async")
+                _deliver(ex, ins, cta, off, data, cta, bar_off, nbytes, "st.async", label)
                 ex.stats["st_async_bytes"] = ex.stats.get("st_async_bytes", 0) + nbytes
 
             cost = costs.get(cta.rank)
@@ -431,17 +433,19 @@ class BulkPrefetch:
         return None
 
 
-def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
+def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what, label):
     """An asynchronous copy completes: its bytes land in `target`'s shared memory, then complete-tx of nbytes on
-    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism).
+    the mbarrier at mbar_off of sig_cta (PTX ISA 9.7.9.25: the mbarrier::complete_tx::bytes mechanism). `what`
+    names the kind of copy, `label` the copy and its instruction for a hazard: f"{what} ({ins.where()})", made by
+    the caller once per instruction (a K split delivers ~10^5 st.async a schedule).
     A copy that lands after its CTA exited writes shared memory the CTA no longer owns: a Note, since the
     hardware-verified precedent survives it (nothing else ran on that SM before the bytes landed)."""
-    for cta in (target,) if target is sig_cta else (target, sig_cta):
-        if cta.exited:
-            ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
-                    f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared memory "
-                    "and signals its mbarrier, which the next CTA on the SM may already own")
-    label = f"{what} ({ins.where()})"  # (made once: a K split delivers ~10^5 st.async a schedule)
+    if target.exited or sig_cta.exited:
+        for cta in (target,) if target is sig_cta else (target, sig_cta):
+            if cta.exited:
+                ex.note("async-copy-lands-after-exit", ins.site(), precedents.NOVUS_SHORT_K,
+                        f"a {what} issued here completes after CTA {cta.ctaid} exited: it writes that CTA's shared "
+                        "memory and signals its mbarrier, which the next CTA on the SM may already own")
     store_shared(target, dst_off, data, label)
     bar = sig_cta.mbarriers.get(mbar_off)
     if bar is None:
@@ -452,8 +456,9 @@ def _deliver(ex, ins, target, dst_off, data, sig_cta, mbar_off, nbytes, what):
 def _tma_run(ex, tmap, coords, targets, dst_off, signals, mbar_off, nbytes, ins):
     def run():
         data = tma.tile_bytes(tmap, coords, ex.gmem.read, dst_off)
+        label = f"TMA load ({ins.where()})"
         for t, sig in zip(targets, signals):
-            _deliver(ex, ins, t, dst_off, data, sig, mbar_off, nbytes, "TMA load")
+            _deliver(ex, ins, t, dst_off, data, sig, mbar_off, nbytes, "TMA load", label)
         ex.stats["tma_bytes"] += data.size * len(targets)
 
     return run

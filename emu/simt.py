@@ -263,6 +263,9 @@ class Warp:
             self.pending_tmem_ld[name].finish()
         r = self.regs.get(name)
         if r is None:
+            if mask is self.live and self.all_lanes and not _is_pred(name, self.reg_types):
+                self.regs[name] = bits  # a first write by every lane: no undefined value to keep
+                return
             r = self._reg(name)
         if r.dtype == bool:
             r[mask] = bits[mask] != 0
