@@ -14,11 +14,10 @@ from . import mufu
 from .isa import family, unsupported
 from .mufu import flush_subnormal as _ftz
 from .ptx import Imm, Pair, Reg, Vec
-from .simt import WARP, from_bits, to_bits, type_bits
+from .simt import LOW_BITS, WARP, from_bits, to_bits, type_bits
 
 _INT = {"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"}
 _FLOAT = {"f32", "f64", "f16"}
-_LOW_BITS = {bits: np.uint64((1 << bits) - 1) for bits in (8, 16, 32)}
 
 
 def _ty(ins, allowed=None):
@@ -103,7 +102,7 @@ def _int_binary(fn, f32_op=None):
             d, a, b = ins.operands
             if ty in _INT:  # modulo 2^N, the same on the operands' bits (no conversion of operands or result)
                 r = fn(w.read_bits(a, ty, ex), w.read_bits(b, ty, ex))
-                w.set_bits(d, r if ty[1:] == "64" else r & _LOW_BITS[type_bits(ty)], m)
+                w.set_bits(d, r if ty[1:] == "64" else r & LOW_BITS[type_bits(ty)], m)
                 return
             x, y = w.read(a, ty, ex), w.read(b, ty, ex)
             flush = ty == "f32" and "ftz" in ins.parts

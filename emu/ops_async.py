@@ -656,8 +656,9 @@ def _tc_mma(ex, w, ins, mask):
     """tcgen05.mma [d], a, b, idesc, {[sfa], [sfb],} {disable_output_lane,} enable_input_d {, scale_input_d} (PTX
     ISA tcgen05.mma): the .block_scale kinds take the two scale-factor addresses, the dense kinds an optional
     disable-output-lane vector (4 words a CTA) and kind::f16 / tf32 an optional immediate scale-input-d (_mma_form
-    checked the operands); tcgen05.mma.ws ends in an optional 64-bit zero-column-mask-desc instead. An all-zero disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass
-    zeros: include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
+    checked the operands); tcgen05.mma.ws ends in an optional 64-bit zero-column-mask-desc instead. An all-zero
+    disable-output-lane disables nothing (CUTLASS's SM100_MMA_* atoms always pass zeros:
+    include/cute/arch/mma_sm100_umma.hpp); a set bit is Unsupported, as which tensor-memory lane each bit
     names (and, under cta_group::2, in which CTA) is not written in a source we have."""
     _, n, kind, scale_vec, collector = ins.info
     scaled = tcgen05.MMA_KINDS[kind].scale_vecs is not None
@@ -690,8 +691,7 @@ def _tc_mma(ex, w, ins, mask):
         footprint = ordering.mma_footprint(group, args["d_taddr"], args["sfa_taddr"], args["sfb_taddr"], args["idesc"],
                                            args["a_desc"] if a_in_tmem else None, ws)
         ordering.mma_overwrites(ex, w, ins, footprint)
-        ordering.mma_reads_stores(ex, w, ins, ordering.mma_tmem_reads(
-            group, args["sfa_taddr"], args["sfb_taddr"], args["idesc"], args["a_desc"] if a_in_tmem else None))
+        ordering.mma_reads_stores(ex, w, ins, ordering.mma_tmem_reads(footprint, args["sfa_taddr"]))
         ordering.mma_issued(w, footprint, ex.clock, ins.line)
 
         def run(args=args):

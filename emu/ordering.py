@@ -394,18 +394,17 @@ def st_waited(w, now: int) -> None:
         clocks[col:col + ncols], lines[col:col + ncols] = now, line
 
 
-def mma_tmem_reads(ctas: list, sfa_taddr, sfb_taddr, idesc: int, a_taddr=None) -> list:
+def mma_tmem_reads(footprint: list, sfa_taddr) -> list:
     """(cta, lane quadrant or None for all four, first column, columns) of tensor memory a tcgen05.mma reads besides
-    its accumulator: SFA's datapath q column sfa + q of quadrant q (emu.tcgen05.scale_words' own rows), SFB's N/32
-    columns (at least one) and A's 8 columns in every quadrant (the spans of mma_footprint)."""
-    n = ((idesc >> 17) & 0x3F) << 3
-    spans = []
-    if sfa_taddr is not None:
-        spans += [(q, (sfa_taddr & 0xFFFF) + q, 1) for q in range(4)]
-        spans.append((None, sfb_taddr & 0xFFFF, max(1, n // 32)))
-    if a_taddr is not None:
-        spans.append((None, a_taddr & 0xFFFF, 8))
-    return [(cta, q, c0, k) for cta in ctas for q, c0, k in spans]
+    its accumulator, from its footprint's read spans (mma_footprint): SFA's datapath q reads column sfa + q of quadrant
+    q only (emu.tcgen05.scale_words' own rows); SFB's and A's columns are read in every quadrant."""
+    sfa = None if sfa_taddr is None else sfa_taddr & 0xFFFF
+    reads = []
+    for cta, c0, n, written in footprint:
+        if written:
+            continue
+        reads += [(cta, q, c0 + q, 1) for q in range(4)] if c0 == sfa else [(cta, None, c0, n)]
+    return reads
 
 
 def mma_reads_stores(ex, w, ins, reads: list) -> None:

@@ -39,7 +39,7 @@ def type_bits(ty: str) -> int:
 _DTYPES = {ty: (np.dtype(dt), np.dtype(_UNSIGNED[np.dtype(dt).itemsize])) for ty, dt in _NP.items()}
 _BITS = {ty: np.dtype(dt).itemsize * 8 for ty, dt in _NP.items()}
 _U64 = np.dtype(np.uint64)
-_LOW = {bits: np.uint64((1 << bits) - 1) for bits in (8, 16, 32)}  # (read_bits)
+LOW_BITS = {bits: np.uint64((1 << bits) - 1) for bits in (8, 16, 32)}  # the mask of a narrower type's bits
 _UNIFORM_TYPES = {"b32": 0xFFFFFFFF, "u32": 0xFFFFFFFF, "b64": (1 << 64) - 1, "u64": (1 << 64) - 1}  # (uniform_value)
 NO_LANES = bytes(WARP)  # a lane vector with no lane set, as bytes: comparing bytes is the cheapest test of a mask
 ALL_LANES = bytes([1]) * WARP
@@ -226,7 +226,7 @@ class Warp:
                 if bits == 64:
                     return r.copy()
                 if bits is not None:
-                    return r & _LOW[bits]
+                    return r & LOW_BITS[bits]
         return to_bits(self.read(op, ty, ctx), ty)
 
     def write(self, op, values: np.ndarray, ty: str, mask: np.ndarray) -> None:

@@ -386,7 +386,7 @@ def test_a_store_to_columns_no_datapath_reads_is_not_a_race():
     notes = []
     ex = SimpleNamespace(note=lambda *a: notes.append(a), clock=100)
     ins = SimpleNamespace(where=lambda: "PTX line 9", line=9)
-    reads = ordering.mma_tmem_reads([cta], 64, 68, (64 >> 3) << 17)
+    reads = ordering.mma_tmem_reads(ordering.mma_footprint([cta], 0, 64, 68, (64 >> 3) << 17), 64)
     ordering.st_issued(ex, store_warp, ins, 66, 1)
     ordering.st_waited(store_warp, 20)
     ordering.mma_reads_stores(ex, mma_warp, ins, reads)
